@@ -1,0 +1,110 @@
+"""The `looping` command line.
+
+Every expected failure is a `LoopingError` and is printed as its message, never as a traceback.
+Exit codes: 0 success, 1 validation found problems, 2 usage error (click's own).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+import click
+
+from looping_core.config import Config, load_config, resolve_config_path
+from looping_core.errors import LoopingError
+from looping_core.plugins import PluginHost, list_plugins
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+_config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The config file (default: $LOOPING_CONFIG, else ./looping.toml).",
+)
+
+
+def _clean_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Print a `LoopingError` as its message and exit 1, instead of a traceback."""
+
+    @wraps(command)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return command(*args, **kwargs)
+        except LoopingError as exc:
+            click.echo(str(exc), err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(package_name="looping-core")
+def main() -> None:
+    """looping: the zero-trust A2A agent foundation."""
+
+
+@main.command()
+@_config_option
+@_clean_errors
+def check(config_path: Path | None) -> None:
+    """Validate the config and the selected plugins; exit 1 listing every problem."""
+    config = load_config(resolve_config_path(config_path))
+    host = PluginHost.load(config)
+    keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
+    click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
+
+
+def _tenants(config: Config) -> str:
+    return ", ".join(sorted(config.tenants)) or "none"
+
+
+@main.group()
+def plugins() -> None:
+    """Inspect installed plugins."""
+
+
+@plugins.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (contracts/plugins-list).")
+@_config_option
+@_clean_errors
+def list_command(as_json: bool, config_path: Path | None) -> None:
+    """List installed plugins: key, distribution, version, contract, hooks, selected."""
+    selected = _selected_keys(config_path)
+    rows = list_plugins(selected)
+    if as_json:
+        document: dict[str, Any] = {"plugins": [row.to_json() for row in rows]}
+        click.echo(json.dumps(document, indent=2))
+        return
+    if not rows:
+        click.echo("No plugins installed (entry-point group looping.plugins).")
+        return
+    for row in rows:
+        mark = "*" if row.selected else " "
+        contract = row.contract_version if row.contract_version is not None else "?"
+        click.echo(f"{mark} {row.key}  {row.distribution} {row.version}  contract {contract}")
+        if row.capability:
+            click.echo(f"    {row.capability}")
+        if row.error:
+            click.echo(f"    error: {row.error}")
+        else:
+            click.echo(f"    hooks: {', '.join(row.hooks) or 'none'}")
+    click.echo("(* = selected in the config)")
+
+
+def _selected_keys(config_path: Path | None) -> tuple[str, ...]:
+    path = resolve_config_path(config_path)
+    if config_path is None and not path.exists():
+        return ()
+    return load_config(path).plugins.enabled
+
+
+if __name__ == "__main__":
+    main()

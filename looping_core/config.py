@@ -1,0 +1,394 @@
+"""The `looping.toml` config: TOML read with `tomllib` into frozen attrs classes.
+
+Structuring goes through a private cattrs converter that refuses unknown keys, so a typo is an
+error rather than a silently ignored setting. Every problem in a file is reported at once, each as
+`problem @ $.path`, in one `ConfigError` that names the file.
+
+`[plugins.<key>]` tables are kept raw here: only the plugin knows its config type, so the plugin
+host structures them (with `structure_plugin_config`, same converter, same error format) after
+the plugin is loaded.
+
+Adding a section: define a frozen attrs class with defaults, add a field to `Config`, add it to
+`contracts/config.schema.json` and document it in the README.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import attrs
+import cattrs
+
+from looping_core.contract import SecretRef
+from looping_core.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_CONFIG_FILE",
+    "CardConfig",
+    "Config",
+    "PluginsConfig",
+    "SecurityConfig",
+    "ServerConfig",
+    "SkillConfig",
+    "StoreConfig",
+    "TenantConfig",
+    "load_config",
+    "parse_config",
+    "resolve_config_path",
+    "structure_plugin_config",
+]
+
+DEFAULT_CONFIG_FILE = "looping.toml"
+CONFIG_ENV_VAR = "LOOPING_CONFIG"
+
+_TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+_PLUGIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+@attrs.frozen
+class ServerConfig:
+    """`[server]`: where the server listens and the URL gateways use to reach it."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str | None = None
+    """The externally visible base URL; defaults to `http://{host}:{port}`."""
+    rpc_path: str = "/a2a"
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+
+@attrs.frozen
+class SecurityConfig:
+    """`[security]`: the agent's signing key (by indirection) and the gateways it trusts."""
+
+    signing_key: SecretRef = attrs.field(factory=lambda: SecretRef("A2A_SIGNING_KEY"))
+    gateway_origins: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class StoreConfig:
+    """`[store]`: the database URL (SQLite by default: one file, nothing to start)."""
+
+    url: str = "sqlite:///looping.db"
+
+
+@attrs.frozen
+class SkillConfig:
+    """One skill on a tenant's agent card."""
+
+    id: str
+    name: str
+    description: str
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class CardConfig:
+    """`[tenants.<id>.card]`: the fields of the tenant's own (extended) agent card."""
+
+    name: str
+    description: str
+    version: str = "0.1.0"
+    skills: tuple[SkillConfig, ...] = ()
+
+
+@attrs.frozen
+class TenantConfig:
+    """`[tenants.<id>]`: one agent behind the shared endpoint."""
+
+    agent: str
+    """The agent class as `"package.module:ClassName"` (imported when the server starts)."""
+    card: CardConfig
+    plugins: tuple[str, ...] | None = None
+    """The subset of `[plugins] enabled` this tenant uses; absent means all of them."""
+
+
+@attrs.frozen
+class PluginsConfig:
+    """`[plugins]`: which installed plugins are selected, and each one's raw settings table."""
+
+    enabled: tuple[str, ...] = ()
+    settings: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Config:
+    """The whole config file. `source` is the file it came from (for error messages)."""
+
+    source: str = "<defaults>"
+    server: ServerConfig = ServerConfig()
+    security: SecurityConfig = SecurityConfig()
+    store: StoreConfig = StoreConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+
+    def structure_secret(value: object, _: type) -> SecretRef:
+        if not isinstance(value, str):
+            raise ValueError('expected a string of the form "env:NAME"')
+        return SecretRef.parse(value)
+
+    converter.register_structure_hook(SecretRef, structure_secret)
+
+    def structure_str(value: object, _: type) -> str:
+        # cattrs would turn 42 into "42"; a config that says `name = 42` is a mistake.
+        if not isinstance(value, str):
+            raise ValueError(f"expected a string, got {type(value).__name__}")
+        return value
+
+    def structure_int(value: object, _: type) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"expected an integer, got {type(value).__name__}")
+        return value
+
+    def structure_bool(value: object, _: type) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"expected true or false, got {type(value).__name__}")
+        return value
+
+    converter.register_structure_hook(str, structure_str)
+    converter.register_structure_hook(int, structure_int)
+    converter.register_structure_hook(bool, structure_bool)
+    return converter
+
+
+_converter = _make_converter()
+
+
+def _format_error(exc: BaseException, type_: type | None) -> str:
+    if isinstance(exc, ValueError | TypeError) and not isinstance(exc, cattrs.BaseValidationError):
+        message = str(exc)
+        if message:
+            return message
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    return cattrs.v.format_exception(exc, type_)
+
+
+def _structure(data: Any, type_: type[Any], path: str) -> tuple[Any, list[str]]:
+    try:
+        return _converter.structure(data, type_), []
+    except Exception as exc:  # cattrs raises ExceptionGroups of arbitrary leaf errors
+        return None, cattrs.transform_error(exc, path=path, format_exception=_format_error)
+
+
+def structure_plugin_config(
+    raw: Mapping[str, Any], config_type: type[Any] | None, path: str
+) -> tuple[Any, list[str]]:
+    """Structure one `[plugins.<key>]` table into the plugin's config type.
+
+    Returns `(config, problems)`; problems are `problem @ $.plugins.<key>...` lines. A plugin
+    without a config type accepts only an absent or empty table.
+    """
+    if config_type is None:
+        if raw:
+            keys = ", ".join(sorted(raw))
+            return None, [f"this plugin takes no settings, found ({keys}) @ {path}"]
+        return None, []
+    return _structure(dict(raw), config_type, path)
+
+
+def resolve_config_path(
+    explicit: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The config file to read: `--config`, else `$LOOPING_CONFIG`, else `./looping.toml`."""
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return Path(explicit)
+    if env.get(CONFIG_ENV_VAR):
+        return Path(env[CONFIG_ENV_VAR])
+    return Path(DEFAULT_CONFIG_FILE)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a config file; raise `ConfigError` listing every problem in it."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            source,
+            [f"file not found; pass --config PATH or set {CONFIG_ENV_VAR} @ $"],
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(source, [f"cannot read the file: {exc} @ $"]) from None
+    return parse_config(text, source=source)
+
+
+def parse_config(text: str, source: str = "<string>") -> Config:
+    """Validate TOML text as a config; raise `ConfigError` listing every problem."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [f"invalid TOML: {exc} @ $"]) from None
+
+    problems: list[str] = []
+    plugins = _parse_plugins(raw.pop("plugins", {}), problems)
+    tenants = _parse_tenants(raw.pop("tenants", {}), problems)
+    server = _parse_section(raw, "server", ServerConfig, problems)
+    security = _parse_section(raw, "security", SecurityConfig, problems)
+    store = _parse_section(raw, "store", StoreConfig, problems)
+    for unknown in raw:
+        problems.append(
+            f"unknown section {unknown!r}; the sections are server, security, store, plugins "
+            f"and tenants @ $.{unknown}"
+        )
+    problems.extend(_check_server(server))
+    problems.extend(_check_security(security))
+    problems.extend(_check_cross_references(plugins, tenants))
+    if problems:
+        raise ConfigError(source, problems)
+    return Config(
+        source=source,
+        server=server,
+        security=security,
+        store=store,
+        plugins=plugins,
+        tenants=tenants,
+    )
+
+
+_Section = TypeVar("_Section")
+
+
+def _parse_section(
+    raw: dict[str, Any], name: str, type_: type[_Section], problems: list[str]
+) -> _Section:
+    """Structure one plain section; on error record the problems and fall back to defaults."""
+    value, section_problems = _structure(raw.pop(name, {}), type_, f"$.{name}")
+    problems.extend(section_problems)
+    return value if value is not None else type_()
+
+
+def _parse_plugins(raw: object, problems: list[str]) -> PluginsConfig:
+    if not isinstance(raw, dict):
+        problems.append("expected a table @ $.plugins")
+        return PluginsConfig()
+    enabled: list[str] = []
+    raw_enabled = raw.get("enabled", [])
+    if not isinstance(raw_enabled, list):
+        problems.append("expected a list of plugin keys @ $.plugins.enabled")
+        raw_enabled = []
+    for index, key in enumerate(raw_enabled):
+        where = f"$.plugins.enabled[{index}]"
+        if not isinstance(key, str) or not _PLUGIN_KEY.match(key):
+            problems.append(f"expected a plugin key (an entry-point name) @ {where}")
+        elif key in enabled:
+            problems.append(f"plugin {key!r} is listed twice @ {where}")
+        else:
+            enabled.append(key)
+    settings: dict[str, Mapping[str, Any]] = {}
+    for key, value in raw.items():
+        if key == "enabled":
+            continue
+        if not isinstance(value, dict):
+            problems.append(
+                f"unknown key {key!r}: [plugins] holds `enabled` and one [plugins.<key>] "
+                f"table per plugin @ $.plugins.{key}"
+            )
+        elif key not in enabled:
+            problems.append(
+                f"settings for plugin {key!r}, which is not in plugins.enabled; enable it or "
+                f"remove the table @ $.plugins.{key}"
+            )
+        else:
+            settings[key] = value
+    return PluginsConfig(enabled=tuple(enabled), settings=settings)
+
+
+def _parse_tenants(raw: object, problems: list[str]) -> dict[str, TenantConfig]:
+    if not isinstance(raw, dict):
+        problems.append("expected a table of [tenants.<id>] tables @ $.tenants")
+        return {}
+    tenants: dict[str, TenantConfig] = {}
+    for tenant_id, table in raw.items():
+        path = f"$.tenants.{tenant_id}"
+        if not _TENANT_ID.match(tenant_id):
+            problems.append(
+                "a tenant id is 1-63 characters of lowercase letters, digits, '-' or '_', "
+                f"starting with a letter or digit @ {path}"
+            )
+            continue
+        tenant, tenant_problems = _structure(table, TenantConfig, path)
+        problems.extend(tenant_problems)
+        if tenant is not None:
+            tenants[tenant_id] = tenant
+    return tenants
+
+
+def _check_server(server: ServerConfig) -> list[str]:
+    problems: list[str] = []
+    if not 0 <= server.port <= 65535:
+        problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
+    if not server.rpc_path.startswith("/"):
+        problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if server.public_url is not None and not _is_base_url(server.public_url):
+        problems.append(
+            "public_url must be an absolute http(s) URL without query or fragment "
+            "@ $.server.public_url"
+        )
+    return problems
+
+
+def _check_security(security: SecurityConfig) -> list[str]:
+    return [
+        f"{origin!r} is not an origin: write scheme://host[:port] with no path, userinfo, "
+        f"query or fragment @ $.security.gateway_origins[{index}]"
+        for index, origin in enumerate(security.gateway_origins)
+        if not _is_origin(origin)
+    ]
+
+
+def _check_cross_references(
+    plugins: PluginsConfig, tenants: Mapping[str, TenantConfig]
+) -> list[str]:
+    problems: list[str] = []
+    for tenant_id, tenant in tenants.items():
+        if not _AGENT_REF.match(tenant.agent):
+            problems.append(
+                'agent must be "package.module:ClassName" @ $.tenants.' + tenant_id + ".agent"
+            )
+        for index, key in enumerate(tenant.plugins or ()):
+            if key not in plugins.enabled:
+                problems.append(
+                    f"plugin {key!r} is not in plugins.enabled; a tenant can only use enabled "
+                    f"plugins @ $.tenants.{tenant_id}.plugins[{index}]"
+                )
+    return problems
+
+
+def _is_base_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not (parts.query or parts.fragment or parts.username or parts.password)
+    )
+
+
+def _is_origin(origin: str) -> bool:
+    try:
+        parts = urlsplit(origin)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and parts.path == ""
+        and not (parts.query or parts.fragment or parts.username or parts.password)
+    )

@@ -1,0 +1,237 @@
+"""Types exchanged between the host and plugins (contract version 1).
+
+Everything here is a frozen attrs class or a small Protocol: plugins return these from their hooks
+and receive them as arguments. Changing a field in an incompatible way means bumping
+`looping_core.hookspecs.CONTRACT_VERSION`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
+
+if TYPE_CHECKING:
+    import peewee
+
+__all__ = [
+    "ModelProvider",
+    "PluginInfo",
+    "PluginStore",
+    "SecretRef",
+    "SessionRef",
+    "SubtaskRecipe",
+    "SubtaskType",
+    "Tool",
+    "ToolContext",
+    "ToolFamily",
+    "Turn",
+    "Workspace",
+    "WorkspaceBacking",
+]
+
+_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _check_name(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not _NAME.match(value):
+        raise ValueError(
+            f"{type(instance).__name__}.{attribute.name} must be 1-63 characters of lowercase "
+            f"letters, digits, '_', '.' or '-', starting with a letter; got {value!r}"
+        )
+
+
+def _check_sentence(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if not value.strip() or "\n" in value:
+        raise ValueError(
+            f"{type(instance).__name__}.{attribute.name} must be one non-empty line of text"
+        )
+
+
+@attrs.frozen(repr=False)
+class SecretRef:
+    """A secret given by indirection: the name of an environment variable, never the value.
+
+    Config files write it as `"env:NAME"`. The value is read only when `value()` is called, so a
+    config object can be printed, logged or compared without leaking anything.
+    """
+
+    env: str = attrs.field()
+
+    @env.validator
+    def _check_env(self, attribute: attrs.Attribute[str], value: str) -> None:
+        if not _ENV_NAME.match(value):
+            raise ValueError(f"not a valid environment variable name: {value!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> SecretRef:
+        """Parse `"env:NAME"`; anything else is refused because secrets never live inline."""
+        scheme, sep, name = text.partition(":")
+        if sep != ":" or scheme != "env" or not name:
+            raise ValueError(
+                'secrets are given by indirection as "env:NAME" (the name of an environment '
+                "variable), never inline"
+            )
+        return cls(name)
+
+    def is_set(self, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether the variable is present and non-empty."""
+        return bool((os.environ if environ is None else environ).get(self.env))
+
+    def value(self, environ: Mapping[str, str] | None = None) -> str:
+        """Read the secret now. Raises `KeyError` naming the variable (not a value) if unset."""
+        found = (os.environ if environ is None else environ).get(self.env)
+        if not found:
+            raise KeyError(f"environment variable {self.env} is not set")
+        return found
+
+    def __repr__(self) -> str:
+        return f"SecretRef('env:{self.env}')"
+
+    def __str__(self) -> str:
+        return f"env:{self.env}"
+
+
+@attrs.frozen
+class PluginInfo:
+    """Who a plugin is: returned once by `looping_plugin_info`.
+
+    - `capability`: one sentence a human reads in `looping plugins list`.
+    - `config_type`: an attrs class that `[plugins.<key>]` is structured into (unknown keys are
+      refused); `None` means the plugin takes no config and the table must be absent or empty.
+    - `secrets`: names of `config_type` fields of type `SecretRef` that must resolve at startup.
+    """
+
+    capability: str = attrs.field(validator=_check_sentence)
+    config_type: type[Any] | None = None
+    secrets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+@attrs.frozen
+class ToolContext:
+    """What a tool factory knows about the agent instance it builds tools for."""
+
+    tenant: str
+    instance_id: str
+    workspace: Workspace | None = None
+    database: peewee.Database | None = attrs.field(default=None, repr=False)
+    """The store's database, for tools of plugins that own tables (see `PluginStore`)."""
+
+
+@attrs.frozen
+class Tool:
+    """One tool an agent may call: a JSON-Schema described input and an async handler."""
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: Callable[[Mapping[str, Any]], Awaitable[Any]]
+
+
+@attrs.frozen
+class ToolFamily:
+    """A named factory that builds a set of tools for one agent instance.
+
+    Families are the unit tenants and subtask recipes select by name, so names are unique across
+    all selected plugins.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    factory: Callable[[ToolContext], Sequence[Tool]]
+
+
+@attrs.frozen
+class SubtaskRecipe:
+    """How a subagent runs one subtask: the plugin's own instructions and the tools it may use."""
+
+    instructions: str
+    tool_families: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    max_rounds: int | None = None
+
+
+@attrs.frozen
+class SubtaskType:
+    """A kind of subtask the delegation runtime can schedule.
+
+    `params_type` is an attrs class the subtask's parameters are structured into (unknown keys
+    refused); `recipe` turns validated parameters into a `SubtaskRecipe`.
+    """
+
+    key: str = attrs.field(validator=_check_name)
+    description: str
+    params_type: type[Any]
+    recipe: Callable[[Any], SubtaskRecipe]
+
+
+@attrs.frozen
+class PluginStore:
+    """Tables a plugin owns, created and upgraded by the plugin itself.
+
+    `ensure_tables(db, from_version)` is idempotent DDL run at every start; `from_version` is the
+    version core recorded last time (0 on first start) and `version` is recorded after it
+    succeeds. `tables` names every table it creates so clashes are found at startup. Core's own
+    migration journal is never touched by a plugin.
+    """
+
+    plugin: str
+    version: int = attrs.field(validator=attrs.validators.ge(1))
+    ensure_tables: Callable[[peewee.Database, int], None]
+    tables: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+
+
+class Workspace(Protocol):
+    """The file area an agent instance works in."""
+
+    async def read_bytes(self, path: str) -> bytes: ...
+
+    async def write_bytes(self, path: str, data: bytes) -> None: ...
+
+    async def list(self, prefix: str = "") -> Sequence[str]: ...
+
+
+@attrs.frozen
+class WorkspaceBacking:
+    """Where workspaces live (a directory, a bucket...). At most one plugin may provide it."""
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    open: Callable[[str, str], Workspace]
+    """`open(tenant, instance_id)` returns that instance's workspace."""
+
+
+@attrs.frozen
+class ModelProvider:
+    """A named factory for chat models, so provider support can ship as a plugin.
+
+    `factory(model, options)` builds a chat model for the model name the app asks for; the chat
+    model interface itself belongs to the agent runtime.
+    """
+
+    name: str = attrs.field(validator=_check_name)
+    description: str
+    factory: Callable[[str, Mapping[str, Any]], Any]
+
+
+@attrs.frozen
+class SessionRef:
+    """Which conversation a session hook is about: the caller's identity and context."""
+
+    tenant: str
+    issuer: str
+    subject: str
+    context_id: str
+
+
+@attrs.frozen
+class Turn:
+    """One incoming turn, as turn gates see it before the agent runs."""
+
+    session: SessionRef
+    task_id: str
+    message: Any
+    """The incoming message (the conversation vocabulary's user message)."""

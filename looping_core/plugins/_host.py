@@ -1,0 +1,75 @@
+"""`PluginHost`: the typed facade the rest of the host calls plugins through."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import pluggy
+
+from looping_core.config import Config
+from looping_core.contract import SessionRef, Turn
+from looping_core.plugins._calls import call_one_async, implementations
+from looping_core.plugins._loader import load_plugins
+from looping_core.plugins._registry import LoadedPlugin, PluginRegistry
+
+_log = logging.getLogger("looping_core.plugins")
+
+
+class PluginHost:
+    """The selected, validated plugins: their contributions and one method per runtime hook.
+
+    Identity and contribution hooks are called once, by `PluginHost.load`; their results live in
+    `registry`. Runtime hooks are called through `should_handle_turn` and `messages_displaced`.
+    """
+
+    def __init__(self, registry: PluginRegistry, pm: pluggy.PluginManager) -> None:
+        self.registry = registry
+        self._pm = pm
+
+    @classmethod
+    def load(cls, config: Config, environ: Mapping[str, str] | None = None) -> PluginHost:
+        """Load and validate the plugins `config` selects; raises `PluginProblems`."""
+        registry, pm = load_plugins(config, environ)
+        return cls(registry, pm)
+
+    def for_plugins(self, keys: Collection[str]) -> PluginHost:
+        """The host as a tenant with this plugin subset sees it."""
+        return PluginHost(self.registry.for_plugins(keys), self._pm)
+
+    async def should_handle_turn(self, history: Sequence[Any], turn: Turn) -> bool:
+        """AND of every gate; a gate that raises or answers a non-bool counts as `True`."""
+        handle = True
+        for plugin, impl in self._impls("should_handle_turn"):
+            try:
+                verdict = await call_one_async(
+                    impl, {"history": history, "turn": turn, "config": plugin.config}
+                )
+            except Exception:
+                _log.exception("%s: should_handle_turn raised; failing open", plugin.source)
+                continue
+            if not isinstance(verdict, bool):
+                _log.warning(
+                    "%s: should_handle_turn returned %s, not a bool; failing open",
+                    plugin.source,
+                    type(verdict).__name__,
+                )
+                continue
+            # Every gate is asked even after a "no", so each sees every turn.
+            handle = handle and verdict
+        return handle
+
+    async def messages_displaced(self, messages: Sequence[Any], session: SessionRef) -> None:
+        """Tell every listener; one listener's failure is logged and costs no one else a call."""
+        for plugin, impl in self._impls("messages_displaced"):
+            try:
+                await call_one_async(
+                    impl, {"messages": messages, "session": session, "config": plugin.config}
+                )
+            except Exception:
+                _log.exception("%s: messages_displaced raised; ignored", plugin.source)
+
+    def _impls(self, hook: str) -> list[tuple[LoadedPlugin, pluggy.HookImpl]]:
+        impls = implementations(self._pm, hook)
+        return [(p, impls[p.key]) for p in self.registry.plugins if p.key in impls]

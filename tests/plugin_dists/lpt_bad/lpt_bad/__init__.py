@@ -1,0 +1,1 @@
+"""Plugins that each break one startup rule; `base` holds what they share."""

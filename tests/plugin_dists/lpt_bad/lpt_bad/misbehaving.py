@@ -1,0 +1,12 @@
+from looping_core.hookspecs import hookimpl
+from lpt_bad.base import contract_version, plugin_info  # noqa: F401
+
+
+@hookimpl
+def tool_families():
+    return {"not": "a list"}
+
+
+@hookimpl
+def subtask_types():
+    raise RuntimeError("database unavailable")

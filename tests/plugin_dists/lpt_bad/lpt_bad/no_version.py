@@ -1,0 +1,1 @@
+from lpt_bad.base import plugin_info  # noqa: F401

@@ -1,0 +1,7 @@
+from looping_core.hookspecs import hookimpl
+from lpt_bad.base import contract_version, plugin_info  # noqa: F401
+
+
+@hookimpl
+def tool_familys():
+    return []

@@ -1,0 +1,88 @@
+"""The `PluginHost` facade: runtime hooks across plugins, tenant subsets."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any
+
+import pytest
+
+from looping_core.config import Config, PluginsConfig
+from looping_core.contract import SessionRef, Turn
+from looping_core.plugins import PluginHost
+
+pytestmark = pytest.mark.usefixtures("installed_test_plugins")
+
+SESSION = SessionRef(tenant="t1", issuer="https://gw.example", subject="caller", context_id="c1")
+
+
+def host(*keys: str, settings: dict[str, Any] | None = None) -> PluginHost:
+    config = Config(plugins=PluginsConfig(enabled=keys, settings=settings or {}))
+    return PluginHost.load(config, environ={})
+
+
+def turn(text: str) -> Turn:
+    return Turn(session=SESSION, task_id="task-1", message=text)
+
+
+def gates() -> Any:
+    module = importlib.import_module("lpt_bad.gates")
+    for gate in (module.raising, module.refusing, module.not_bool):
+        gate.turns.clear()
+        gate.displaced.clear()
+    return module
+
+
+async def test_no_gates_means_handle() -> None:
+    assert await host("good").should_handle_turn([], turn("hi")) is True
+
+
+async def test_a_raising_gate_fails_open_and_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    module = gates()
+    with caplog.at_level(logging.ERROR, logger="looping_core.plugins"):
+        assert await host("gate-raises").should_handle_turn([], turn("hi")) is True
+    assert len(module.raising.turns) == 1
+    assert "plugin 'gate-raises' (lpt-bad 2.0.0): should_handle_turn raised" in caplog.text
+
+
+async def test_a_non_bool_answer_fails_open() -> None:
+    assert await host("gate-not-bool").should_handle_turn([], turn("hi")) is True
+
+
+async def test_gates_are_anded_and_all_are_asked() -> None:
+    module = gates()
+    verdict = await host("gate-refuses", "gate-raises", "example-gates").should_handle_turn(
+        [], turn("hi")
+    )
+    assert verdict is False
+    assert len(module.refusing.turns) == 1
+    assert len(module.raising.turns) == 1
+
+
+async def test_example_gate_mutes_with_its_configured_prefix() -> None:
+    plugins = host("example-gates", settings={"example-gates": {"mute_prefix": "!quiet"}})
+    assert await plugins.should_handle_turn([], turn("!quiet please")) is False
+    assert await plugins.should_handle_turn([], turn("/mute is not the prefix")) is True
+
+
+async def test_a_failing_listener_costs_no_other_listener_its_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    module = gates()
+    plugins = host("gate-raises", "gate-refuses", "example-gates")
+    with caplog.at_level(logging.INFO):
+        await plugins.messages_displaced(["m1", "m2"], SESSION)
+    assert module.raising.displaced == [(["m1", "m2"], SESSION)]
+    assert module.refusing.displaced == [(["m1", "m2"], SESSION)]
+    assert "2 message(s) displaced from context c1 of tenant t1" in caplog.text
+    assert "messages_displaced raised; ignored" in caplog.text
+
+
+async def test_a_tenant_subset_sees_only_its_plugins() -> None:
+    module = gates()
+    plugins = host("good", "gate-refuses").for_plugins(["good"])
+    assert plugins.registry.keys == ("good",)
+    assert set(plugins.registry.tool_families) == {"good-tools"}
+    assert await plugins.should_handle_turn([], turn("hi")) is True
+    assert module.refusing.turns == []
