@@ -19,6 +19,8 @@ from looping_core.config import Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
 
+__all__ = ["main"]
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 

@@ -252,6 +252,13 @@ def _argument_names(function: Callable[..., object]) -> tuple[str, ...]:
     return tuple(p.name for p in parameters if p.default is inspect.Parameter.empty)
 
 
+def _raised(hook: str, exc: Exception) -> str:
+    return (
+        f"{hook}() raised {type(exc).__name__}: {exc}. Fix the plugin, or remove it from "
+        "plugins.enabled."
+    )
+
+
 def _check_contract_version(
     pm: pluggy.PluginManager, source: Provenance, problems: _Collector
 ) -> bool:
@@ -268,12 +275,7 @@ def _check_contract_version(
     try:
         version = call_one(impl, {})
     except Exception as exc:
-        problems.add(
-            "hook-failed",
-            f"contract_version() raised {type(exc).__name__}: {exc}",
-            source,
-            cause=exc,
-        )
+        problems.add("hook-failed", _raised("contract_version", exc), source, cause=exc)
         return False
     if isinstance(version, bool) or not isinstance(version, int):
         problems.add(
@@ -317,9 +319,7 @@ def _plugin_info(
     try:
         info = call_one(impl, {})
     except Exception as exc:
-        problems.add(
-            "hook-failed", f"plugin_info() raised {type(exc).__name__}: {exc}", source, cause=exc
-        )
+        problems.add("hook-failed", _raised("plugin_info", exc), source, cause=exc)
         return None
     if not isinstance(info, PluginInfo):
         problems.add(
@@ -415,7 +415,7 @@ def _collect_contributions(
             except Exception as exc:
                 problems.add(
                     "hook-failed",
-                    f"{hook}() raised {type(exc).__name__}: {exc}",
+                    _raised(hook, exc),
                     plugin.source,
                     cause=exc,
                 )

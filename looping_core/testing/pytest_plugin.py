@@ -6,6 +6,8 @@ import pytest
 
 from looping_core.testing._validation import PluginValidator
 
+__all__ = ["plugin_validator"]
+
 
 @pytest.fixture
 def plugin_validator() -> PluginValidator:

@@ -278,7 +278,7 @@ def test_contribution_hooks_that_raise_or_return_the_wrong_type() -> None:
         (
             "hook-failed",
             "plugin 'misbehaving' (lpt-bad 2.0.0): subtask_types() raised RuntimeError: "
-            "database unavailable",
+            "database unavailable. Fix the plugin, or remove it from plugins.enabled.",
         ),
     ]
     assert isinstance(problems[1].cause, RuntimeError)

@@ -1,0 +1,130 @@
+"""The `looping` command, run as a real process: clean messages, exit codes, lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+ROOT = Path(__file__).parents[1]
+EXAMPLE = str(ROOT / "examples/looping.toml")
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
+    result = looping_cli("check", "--config", EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
+        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: none.\n"
+    )
+
+
+def test_check_reads_looping_config_from_the_environment(looping_cli: Cli) -> None:
+    result = looping_cli("check", env={"LOOPING_CONFIG": EXAMPLE})
+    assert result.returncode == 0, result.stderr
+
+
+def test_check_lists_every_config_problem_without_a_traceback(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "bad.toml", '[server]\nport = "x"\n[plugins]\nenabled = [1]\n')
+    result = looping_cli("check", "--config", path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"{path}: 2 config problems:\n"
+        "  - expected a plugin key (an entry-point name) @ $.plugins.enabled[0]\n"
+        "  - expected an integer, got str @ $.server.port\n"
+    )
+
+
+def test_check_without_a_config_file_says_how_to_give_one(looping_cli: Cli, tmp_path: Path) -> None:
+    result = looping_cli("check", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "looping.toml: 1 config problem:\n"
+        "  - file not found; pass --config PATH or set LOOPING_CONFIG @ $\n"
+    )
+
+
+def test_check_reports_all_plugin_problems_and_never_imports_unselected_ones(
+    looping_cli: Cli, plugin_site: Path, tmp_path: Path
+) -> None:
+    marker = tmp_path / "broken-was-imported"
+    path = write(
+        tmp_path / "plugins.toml",
+        '[plugins]\nenabled = ["good", "future", "twin", "needs-secret"]\n'
+        '[plugins.needs-secret]\napi_key = "env:LPT_API_KEY"\n',
+    )
+    result = looping_cli(
+        "check", "--config", path, site=plugin_site, env={"LPT_IMPORT_MARKER": str(marker)}
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == "3 plugin problems:"
+    assert lines[1].startswith("  - plugin 'future' (lpt-bad 2.0.0): targets plugin contract")
+    assert lines[2].startswith("  - plugin 'twin': is provided by 2 distributions")
+    assert lines[3].endswith("LPT_API_KEY, which is not set; export LPT_API_KEY before starting.")
+    assert not marker.exists(), "an installed but unselected plugin was imported"
+
+
+def test_selecting_the_broken_plugin_does_import_it(
+    looping_cli: Cli, plugin_site: Path, tmp_path: Path
+) -> None:
+    # The control for the test above: the marker does appear when the plugin is selected.
+    marker = tmp_path / "broken-was-imported"
+    path = write(tmp_path / "plugins.toml", '[plugins]\nenabled = ["broken"]\n')
+    result = looping_cli(
+        "check", "--config", path, site=plugin_site, env={"LPT_IMPORT_MARKER": str(marker)}
+    )
+    assert result.returncode == 1
+    assert marker.exists()
+    assert "ModuleNotFoundError: No module named 'lpt_missing_dependency'" in result.stderr
+
+
+def test_plugins_list_marks_selected_ones(looping_cli: Cli) -> None:
+    result = looping_cli("plugins", "list", "--config", EXAMPLE)
+    assert result.returncode == 0, result.stderr
+    assert "* example-gates  looping-plugins-example 0.1.0  contract 1\n" in result.stdout
+    assert "    hooks: contract_version, plugin_info, stores, subtask_types, tool_families\n" in (
+        result.stdout
+    )
+
+
+def test_plugins_list_survives_a_plugin_that_cannot_be_imported(
+    looping_cli: Cli, plugin_site: Path, tmp_path: Path
+) -> None:
+    result = looping_cli("plugins", "list", "--json", site=plugin_site, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    listing = json.loads(result.stdout)["plugins"]
+    rows = {row["key"]: row for row in listing}
+    assert rows["broken"]["error"] == (
+        "import failed: ModuleNotFoundError: No module named 'lpt_missing_dependency'"
+    )
+    assert rows["broken"]["contract_version"] is None
+    assert rows["future"]["contract_version"] == 2
+    assert [row["distribution"] for row in listing if row["key"] == "twin"] == [
+        "lpt-twin-a",
+        "lpt-twin-b",
+    ]
+    assert not any(row["selected"] for row in rows.values())
+
+
+def test_plugins_list_with_a_broken_config_is_a_clean_error(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "bad.toml", "[plugins]\nenabled = 3\n")
+    result = looping_cli("plugins", "list", "--config", path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"{path}: 1 config problem:\n  - expected a list of plugin keys @ $.plugins.enabled\n"
+    )

@@ -1,0 +1,98 @@
+"""Config loading beyond the golden fixtures: paths, file errors, secrets, defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from looping_core.config import load_config, parse_config, resolve_config_path
+from looping_core.contract import SecretRef
+from looping_core.errors import ConfigError
+
+
+def test_defaults_need_no_file_content() -> None:
+    config = parse_config("", source="empty.toml")
+    assert config.source == "empty.toml"
+    assert config.server.base_url == "http://127.0.0.1:8080"
+    assert config.store.url == "sqlite:///looping.db"
+    assert config.security.signing_key == SecretRef("A2A_SIGNING_KEY")
+    assert config.plugins.enabled == ()
+    assert config.tenants == {}
+
+
+def test_public_url_wins_over_host_and_port() -> None:
+    config = parse_config('[server]\npublic_url = "https://agents.example.com/"\n')
+    assert config.server.base_url == "https://agents.example.com"
+
+
+def test_config_path_precedence() -> None:
+    environ = {"LOOPING_CONFIG": "/etc/looping/prod.toml"}
+    assert resolve_config_path("given.toml", environ) == Path("given.toml")
+    assert resolve_config_path(None, environ) == Path("/etc/looping/prod.toml")
+    assert resolve_config_path(None, {}) == Path("looping.toml")
+
+
+def test_missing_file_says_how_to_point_at_one(tmp_path: Path) -> None:
+    path = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: 1 config problem:\n"
+        "  - file not found; pass --config PATH or set LOOPING_CONFIG @ $"
+    )
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'[server]\nhost = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.problems[0].startswith("cannot read the file: 'utf-8' codec")
+
+
+def test_every_problem_of_every_section_is_reported_at_once() -> None:
+    text = """
+[server]
+port = 70000
+rpc_path = "a2a"
+public_url = "ftp://x"
+[security]
+gateway_origins = ["gw.example"]
+[store]
+url = 5
+"""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, source="many.toml")
+    assert list(caught.value.problems) == [
+        "expected a string, got int @ $.store.url",
+        "port must be between 0 and 65535, got 70000 @ $.server.port",
+        "rpc_path must start with '/' @ $.server.rpc_path",
+        "public_url must be an absolute http(s) URL without query or fragment @ $.server.public_url",
+        "'gw.example' is not an origin: write scheme://host[:port] with no path, userinfo, query "
+        "or fragment @ $.security.gateway_origins[0]",
+    ]
+
+
+def test_booleans_are_not_integers() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("[server]\nport = true\n")
+    assert caught.value.problems == ("expected an integer, got bool @ $.server.port",)
+
+
+def test_secret_ref_never_shows_a_value() -> None:
+    ref = SecretRef.parse("env:API_TOKEN")
+    environ = {"API_TOKEN": "hunter2"}
+    assert ref.value(environ) == "hunter2"
+    assert "hunter2" not in repr(ref)
+    assert "hunter2" not in str(ref)
+    assert ref.is_set(environ)
+    assert not ref.is_set({"API_TOKEN": ""})
+    with pytest.raises(KeyError, match="environment variable API_TOKEN is not set"):
+        ref.value({})
+
+
+@pytest.mark.parametrize("text", ["API_TOKEN", "env:", "file:/run/secret", "env:1BAD"])
+def test_secret_ref_refuses_anything_but_env_indirection(text: str) -> None:
+    with pytest.raises(ValueError):  # noqa: PT011 - both messages are checked elsewhere
+        SecretRef.parse(text)

@@ -1,0 +1,55 @@
+"""docs/plugin-hooks.md documents every hook with its exact signature, and nothing else."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from looping_core import hookspecs
+
+DOC = Path(__file__).parents[1] / "docs" / "plugin-hooks.md"
+HEADING = re.compile(r"^## `(\w+)`\n\n```python\n(.+?)\n```", re.MULTILINE)
+
+
+def hook_specs() -> dict[str, Callable[..., Any]]:
+    marker = f"{hookspecs.PROJECT_NAME}_spec"
+    return {
+        name: getattr(hookspecs, name)
+        for name in hookspecs.__all__
+        if hasattr(getattr(hookspecs, name), marker)
+    }
+
+
+def rendered(function: Callable[..., Any]) -> str:
+    """`def name(param: Annotation, ...) -> Return: ...` from the source annotations."""
+    parameters = ", ".join(
+        f"{p.name}: {p.annotation}" for p in inspect.signature(function).parameters.values()
+    )
+    returns = inspect.signature(function).return_annotation
+    return f"def {function.__name__}({parameters}) -> {returns}: ..."
+
+
+def documented() -> dict[str, str]:
+    return {name: signature for name, signature in HEADING.findall(DOC.read_text())}
+
+
+def test_every_hook_is_documented_with_its_exact_signature() -> None:
+    docs = documented()
+    for name, function in hook_specs().items():
+        assert name in docs, f"hook {name!r} has no '## `{name}`' section in {DOC.name}"
+        assert docs[name] == rendered(function), f"signature of {name!r} differs in {DOC.name}"
+
+
+def test_no_section_documents_a_hook_that_does_not_exist() -> None:
+    assert set(documented()) == set(hook_specs())
+
+
+def test_the_specs_are_found() -> None:
+    # Guards the two tests above against passing vacuously.
+    assert len(hook_specs()) == 9
+    assert rendered(hookspecs.tool_families) == (
+        "def tool_families(config: Any) -> Sequence[ToolFamily]: ..."
+    )
