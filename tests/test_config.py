@@ -68,7 +68,8 @@ url = 5
         "expected a string, got int @ $.store.url",
         "port must be between 0 and 65535, got 70000 @ $.server.port",
         "rpc_path must start with '/' @ $.server.rpc_path",
-        "public_url must be an absolute http(s) URL without query or fragment @ $.server.public_url",
+        "public_url must be an absolute http(s) URL without query or fragment "
+        "@ $.server.public_url",
         "'gw.example' is not an origin: write scheme://host[:port] with no path, userinfo, query "
         "or fragment @ $.security.gateway_origins[0]",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 from api_snapshot import public_modules, render
@@ -17,7 +18,5 @@ def test_public_api_matches_the_snapshot() -> None:
 
 
 def test_every_public_module_declares_all() -> None:
-    import importlib
-
     missing = [m for m in public_modules() if not hasattr(importlib.import_module(m), "__all__")]
     assert missing == []
