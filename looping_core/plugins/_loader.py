@@ -18,12 +18,12 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from typing import Any, TypeVar
 
 import attrs
 import pluggy
 
+import looping_core
 from looping_core import hookspecs
 from looping_core.config import Config, structure_plugin_config
 from looping_core.contract import (
@@ -54,13 +54,6 @@ _CONTRIBUTION_HOOKS = (
     "workspace_backing",
     "model_providers",
 )
-
-
-def _core_version() -> str:
-    try:
-        return metadata.version("looping-core")
-    except metadata.PackageNotFoundError:  # running from a source tree
-        return "(source tree)"
 
 
 @attrs.define
@@ -286,7 +279,7 @@ def _check_contract_version(
         return False
     if version == hookspecs.CONTRACT_VERSION:
         return True
-    core = f"looping-core {_core_version()}"
+    core = f"looping-core {looping_core.__version__}"
     if version > hookspecs.CONTRACT_VERSION:
         fix = f"upgrade looping-core to a release that speaks contract version {version}"
     else:

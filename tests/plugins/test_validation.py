@@ -49,6 +49,7 @@ def test_a_valid_plugin_loads_with_provenance() -> None:
     assert (family.source.distribution, family.source.version) == ("lpt-good", "1.0.0")
     assert registry.subtask_types["good-subtask"].source.plugin == "good"
     assert registry.stores["good"].item.tables == ("good_items",)
+    assert registry.model_providers["good-models"].source.distribution == "lpt-good"
     assert registry.keys == ("good",)
 
 
@@ -95,7 +96,7 @@ def test_same_key_from_two_distributions() -> None:
     ]
 
 
-def test_duplicate_tool_family_names_both_plugins() -> None:
+def test_duplicate_tool_family_and_model_provider_name_both_plugins() -> None:
     assert messages_of("good", "dup-family") == [
         "plugin 'good' (lpt-good 1.0.0): contributes the tool family 'good-tools', which plugin "
         "'dup-family' (lpt-bad 2.0.0) contributes too; tool family names must be unique across "
@@ -103,6 +104,12 @@ def test_duplicate_tool_family_names_both_plugins() -> None:
         "plugin 'dup-family' (lpt-bad 2.0.0): contributes the tool family 'good-tools', which "
         "plugin 'good' (lpt-good 1.0.0) contributes too; tool family names must be unique across "
         "selected plugins. Rename one, or select only one of these plugins.",
+        "plugin 'good' (lpt-good 1.0.0): contributes the model provider 'good-models', which "
+        "plugin 'dup-family' (lpt-bad 2.0.0) contributes too; model provider names must be unique "
+        "across selected plugins. Rename one, or select only one of these plugins.",
+        "plugin 'dup-family' (lpt-bad 2.0.0): contributes the model provider 'good-models', which "
+        "plugin 'good' (lpt-good 1.0.0) contributes too; model provider names must be unique "
+        "across selected plugins. Rename one, or select only one of these plugins.",
     ]
 
 
@@ -244,11 +251,13 @@ def test_every_problem_is_reported_together() -> None:
         ("not-installed", "nope"),
         ("duplicate-tool-family", "good"),
         ("duplicate-tool-family", "dup-family"),
+        ("duplicate-model-provider", "good"),
+        ("duplicate-model-provider", "dup-family"),
         ("multiple-workspace-backings", "ws-a"),
         ("multiple-workspace-backings", "ws-b"),
     ]
     error = PluginProblems(problems)
-    assert str(error).startswith("12 plugin problems:\n  - plugin 'future' (lpt-bad 2.0.0): ")
+    assert str(error).startswith("14 plugin problems:\n  - plugin 'future' (lpt-bad 2.0.0): ")
 
 
 def test_unselected_plugins_are_not_imported(plugin_site: Path) -> None:

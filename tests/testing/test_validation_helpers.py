@@ -34,7 +34,7 @@ def test_assert_plugin_valid_raises_the_same_error_the_host_raises() -> None:
 def test_together_with_finds_clashes_between_plugins() -> None:
     assert plugin_problems("good") == []
     codes = [p.code for p in plugin_problems("good", together_with=["dup-family"])]
-    assert codes == ["duplicate-tool-family", "duplicate-tool-family"]
+    assert codes == ["duplicate-tool-family"] * 2 + ["duplicate-model-provider"] * 2
 
 
 @pytest.mark.usefixtures("installed_test_plugins")

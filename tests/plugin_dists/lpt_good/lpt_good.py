@@ -3,6 +3,7 @@
 import attrs
 
 from looping_core.contract import (
+    ModelProvider,
     PluginInfo,
     PluginStore,
     SubtaskRecipe,
@@ -51,3 +52,8 @@ def stores():
             plugin="good", version=1, ensure_tables=lambda db, v: None, tables=("good_items",)
         )
     ]
+
+
+@hookimpl
+def model_providers():
+    return [ModelProvider(name="good-models", description="d", factory=lambda model, options: None)]
