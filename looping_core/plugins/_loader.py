@@ -252,23 +252,42 @@ def _raised(hook: str, exc: Exception) -> str:
     )
 
 
+_INVALID = object()
+"""Stands for "this step failed and its problem is recorded"."""
+
+
+def _call_required(
+    pm: pluggy.PluginManager,
+    hook: str,
+    source: Provenance,
+    problems: _Collector,
+    *,
+    missing: tuple[str, str],
+) -> Any:
+    """Call a required, argument-less identity hook; `_INVALID` if it is missing or raises."""
+    impl = implementations(pm, hook).get(source.plugin)
+    if impl is None:
+        problems.add(*missing, source)
+        return _INVALID
+    try:
+        return call_one(impl, {})
+    except Exception as exc:
+        problems.add("hook-failed", _raised(hook, exc), source, cause=exc)
+        return _INVALID
+
+
 def _check_contract_version(
     pm: pluggy.PluginManager, source: Provenance, problems: _Collector
 ) -> bool:
-    impl = implementations(pm, "contract_version").get(source.plugin)
     fix = (
         "implement `contract_version()` returning looping_core.hookspecs.CONTRACT_VERSION "
         f"({hookspecs.CONTRACT_VERSION})."
     )
-    if impl is None:
-        problems.add(
-            "missing-contract-version", f"does not declare its contract version; {fix}", source
-        )
-        return False
-    try:
-        version = call_one(impl, {})
-    except Exception as exc:
-        problems.add("hook-failed", _raised("contract_version", exc), source, cause=exc)
+    version = _call_required(
+        pm, "contract_version", source, problems,
+        missing=("missing-contract-version", f"does not declare its contract version; {fix}"),
+    )  # fmt: skip
+    if version is _INVALID:
         return False
     if isinstance(version, bool) or not isinstance(version, int):
         problems.add(
@@ -300,19 +319,15 @@ def _check_contract_version(
 def _plugin_info(
     pm: pluggy.PluginManager, source: Provenance, problems: _Collector
 ) -> PluginInfo | None:
-    impl = implementations(pm, "plugin_info").get(source.plugin)
-    if impl is None:
-        problems.add(
+    info = _call_required(
+        pm, "plugin_info", source, problems,
+        missing=(
             "missing-plugin-info",
             "does not implement `plugin_info()`; return a looping_core.contract.PluginInfo "
             "with its capability sentence.",
-            source,
-        )
-        return None
-    try:
-        info = call_one(impl, {})
-    except Exception as exc:
-        problems.add("hook-failed", _raised("plugin_info", exc), source, cause=exc)
+        ),
+    )  # fmt: skip
+    if info is _INVALID:
         return None
     if not isinstance(info, PluginInfo):
         problems.add(
@@ -341,9 +356,6 @@ def _plugin_info(
             )
             return None
     return info
-
-
-_INVALID = object()
 
 
 def _plugin_config(
