@@ -14,6 +14,10 @@ Adding a section: define a frozen attrs class with defaults, add a field to `Con
 
 from __future__ import annotations
 
+import base64
+import binascii
+import datetime
+import ipaddress
 import os
 import re
 import tomllib
@@ -33,6 +37,7 @@ __all__ = [
     "CardConfig",
     "Config",
     "PluginsConfig",
+    "RetiredKey",
     "SecurityConfig",
     "ServerConfig",
     "SkillConfig",
@@ -61,25 +66,17 @@ class ServerConfig:
     public_url: str | None = None
     """The externally visible base URL; defaults to `http://{host}:{port}`."""
     rpc_path: str = "/a2a"
+    max_body_bytes: int = 1_048_576
+    """Requests with a larger body are refused before they are parsed."""
 
     @property
     def base_url(self) -> str:
         return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
 
-
-@attrs.frozen
-class SecurityConfig:
-    """`[security]`: the agent's signing key (by indirection) and the gateways it trusts."""
-
-    signing_key: SecretRef = attrs.field(factory=lambda: SecretRef("A2A_SIGNING_KEY"))
-    gateway_origins: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class StoreConfig:
-    """`[store]`: the database URL (SQLite by default: one file, nothing to start)."""
-
-    url: str = "sqlite:///looping.db"
+    @property
+    def endpoint_url(self) -> str:
+        """The JSON-RPC endpoint: what the card advertises and gateway tokens' `aud`."""
+        return self.base_url + self.rpc_path
 
 
 @attrs.frozen
@@ -94,13 +91,46 @@ class SkillConfig:
 
 
 @attrs.frozen
+class RetiredKey:
+    """`[[security.retired_keys]]`: a previous public key kept in the JWKS until `until`."""
+
+    kid: str
+    x: str
+    """The Ed25519 public key, base64url (the JWK `x` member)."""
+    until: datetime.date
+
+
+@attrs.frozen
+class SecurityConfig:
+    """`[security]`: the agent's signing key (by indirection) and the gateways it trusts."""
+
+    signing_key: SecretRef = attrs.field(factory=lambda: SecretRef("A2A_SIGNING_KEY"))
+    gateway_origins: tuple[str, ...] = ()
+    """Exact `scheme://host[:port]` origins: https, or http on a loopback host."""
+    retired_keys: tuple[RetiredKey, ...] = ()
+    token_leeway_seconds: int = 30
+    """Clock skew allowed on `exp`, `nbf` and `iat` (at most 300)."""
+    jwks_cache_seconds: int = 300
+    """How long a gateway's key set is used before it is fetched again."""
+    jwks_refetch_interval_seconds: int = 30
+    """At most one refetch per interval per `jku` for an unknown `kid`."""
+
+
+@attrs.frozen
 class CardConfig:
-    """`[tenants.<id>.card]`: the fields of the tenant's own (extended) agent card."""
+    """A card's own fields: `[card]` for the deployment's public stub, `[tenants.<id>.card]`."""
 
     name: str
     description: str
     version: str = "0.1.0"
     skills: tuple[SkillConfig, ...] = ()
+
+
+@attrs.frozen
+class StoreConfig:
+    """`[store]`: the database URL (SQLite by default: one file, nothing to start)."""
+
+    url: str = "sqlite:///looping.db"
 
 
 @attrs.frozen
@@ -130,8 +160,15 @@ class Config:
     server: ServerConfig = ServerConfig()
     security: SecurityConfig = SecurityConfig()
     store: StoreConfig = StoreConfig()
+    card: CardConfig = attrs.field(factory=lambda: _DEFAULT_STUB_CARD)
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+
+_DEFAULT_STUB_CARD = CardConfig(
+    name="looping-core agents",
+    description="Agents behind one A2A endpoint; ask the gateway for a tenant's own card.",
+)
 
 
 def _make_converter() -> cattrs.Converter:
@@ -160,6 +197,12 @@ def _make_converter() -> cattrs.Converter:
             raise ValueError(f"expected true or false, got {type(value).__name__}")
         return value
 
+    def structure_date(value: object, _: type) -> datetime.date:
+        if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
+            raise ValueError("expected a TOML date such as 2026-12-31")
+        return value
+
+    converter.register_structure_hook(datetime.date, structure_date)
     converter.register_structure_hook(str, structure_str)
     converter.register_structure_hook(int, structure_int)
     converter.register_structure_hook(bool, structure_bool)
@@ -242,13 +285,21 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     server = _parse_section(raw, "server", ServerConfig, problems)
     security = _parse_section(raw, "security", SecurityConfig, problems)
     store = _parse_section(raw, "store", StoreConfig, problems)
+    card = _DEFAULT_STUB_CARD
+    if "card" in raw:
+        card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
+        problems.extend(card_problems)
     for unknown in raw:
         problems.append(
-            f"unknown section {unknown!r}; the sections are server, security, store, plugins "
-            f"and tenants @ $.{unknown}"
+            f"unknown section {unknown!r}; the sections are server, security, store, card, "
+            f"plugins and tenants @ $.{unknown}"
         )
     problems.extend(_check_server(server))
     problems.extend(_check_security(security))
+    for tenant_id, tenant in tenants.items():
+        problems.extend(_check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
+    if card is not None:
+        problems.extend(_check_card(card, "$.card", need_skills=False))
     problems.extend(_check_cross_references(plugins, tenants))
     if problems:
         raise ConfigError(source, problems)
@@ -257,6 +308,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         server=server,
         security=security,
         store=store,
+        card=card,
         plugins=plugins,
         tenants=tenants,
     )
@@ -345,12 +397,60 @@ def _check_server(server: ServerConfig) -> list[str]:
 
 
 def _check_security(security: SecurityConfig) -> list[str]:
-    return [
-        f"{origin!r} is not an origin: write scheme://host[:port] with no path, userinfo, "
-        f"query or fragment @ $.security.gateway_origins[{index}]"
-        for index, origin in enumerate(security.gateway_origins)
-        if not _is_origin(origin)
+    problems = []
+    for index, origin in enumerate(security.gateway_origins):
+        where = f"@ $.security.gateway_origins[{index}]"
+        if not _is_origin(origin):
+            problems.append(
+                f"{origin!r} is not an origin: write scheme://host[:port] with no path, "
+                f"userinfo, query or fragment {where}"
+            )
+        elif urlsplit(origin).scheme == "http" and not _is_loopback(origin):
+            problems.append(
+                f"{origin!r} is plain http on a non-loopback host; gateways are trusted over "
+                f"https only (http is allowed for 127.0.0.1, ::1 and localhost) {where}"
+            )
+    if not 0 <= security.token_leeway_seconds <= 300:
+        problems.append(
+            "token_leeway_seconds must be between 0 and 300 @ $.security.token_leeway_seconds"
+        )
+    for name in ("jwks_cache_seconds", "jwks_refetch_interval_seconds"):
+        if getattr(security, name) < 1:
+            problems.append(f"{name} must be at least 1 @ $.security.{name}")
+    for index, key in enumerate(security.retired_keys):
+        if not _is_ed25519_x(key.x):
+            problems.append(
+                "x must be a base64url Ed25519 public key (32 bytes) "
+                f"@ $.security.retired_keys[{index}].x"
+            )
+    return problems
+
+
+def _check_card(card: CardConfig, path: str, *, need_skills: bool) -> list[str]:
+    """Cards are signed; empty strings and lists would verify differently in other SDKs."""
+    problems = [
+        f"must not be empty @ {path}.{name}"
+        for name in ("name", "description", "version")
+        if not getattr(card, name).strip()
     ]
+    if need_skills and not card.skills:
+        problems.append(f"a card needs at least one skill: add [[...card.skills]] @ {path}.skills")
+    for index, skill in enumerate(card.skills):
+        where = f"{path}.skills[{index}]"
+        problems.extend(
+            f"must not be empty @ {where}.{name}"
+            for name in ("id", "name", "description")
+            if not getattr(skill, name).strip()
+        )
+        if not skill.tags:
+            problems.append(f"a skill needs at least one tag @ {where}.tags")
+        problems.extend(
+            f"must not be empty @ {where}.{field}[{i}]"
+            for field in ("tags", "examples")
+            for i, text in enumerate(getattr(skill, field))
+            if not text.strip()
+        )
+    return problems
 
 
 def _check_cross_references(
@@ -378,6 +478,24 @@ def _is_base_url(url: str) -> bool:
         and bool(parts.hostname)
         and not (parts.query or parts.fragment or parts.username or parts.password)
     )
+
+
+def _is_loopback(origin: str) -> bool:
+    host = urlsplit(origin).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_ed25519_x(value: str) -> bool:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (ValueError, binascii.Error):
+        return False
+    return len(raw) == 32
 
 
 def _is_origin(origin: str) -> bool:
