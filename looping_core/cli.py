@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
+from aiohttp import web
 
+from looping_core.a2a.keys import generate_signing_key
+from looping_core.app import create_app
 from looping_core.config import Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
@@ -62,6 +65,31 @@ def check(config_path: Path | None) -> None:
     host = PluginHost.load(config)
     keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
     click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
+
+
+@main.command()
+@click.option("--kid", default=None, help="The key id (default: a2a-YYYY-MM-DD, today).")
+def keys(kid: str | None) -> None:
+    """Generate the agent's Ed25519 signing key (a private JWK) for A2A_SIGNING_KEY."""
+    jwk = json.dumps(generate_signing_key(kid), separators=(",", ":"))
+    click.echo("# The agent's private signing key. Keep it secret; never commit it.")
+    click.echo("# Its public half is derived and served at /.well-known/jwks.json.")
+    click.echo(jwk)
+    click.echo("# As a .env line:")
+    click.echo(f"A2A_SIGNING_KEY='{jwk}'")
+
+
+@main.command()
+@_config_option
+@_clean_errors
+def serve(config_path: Path | None) -> None:
+    """Validate everything, then serve the A2A edge on [server] host and port."""
+    config = load_config(resolve_config_path(config_path))
+    PluginHost.load(config)
+    app = create_app(config)
+    server = config.server
+    click.echo(f"looping: serving {server.endpoint_url} on {server.host}:{server.port}")
+    web.run_app(app, host=server.host, port=server.port, print=None)
 
 
 def _tenants(config: Config) -> str:

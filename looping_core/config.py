@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import attrs
 import cattrs
 
+from looping_core._strict import register_strict_primitives
 from looping_core.contract import SecretRef
 from looping_core.errors import ConfigError
 
@@ -160,12 +161,12 @@ class Config:
     server: ServerConfig = ServerConfig()
     security: SecurityConfig = SecurityConfig()
     store: StoreConfig = StoreConfig()
-    card: CardConfig = attrs.field(factory=lambda: _DEFAULT_STUB_CARD)
+    card: CardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 
 
-_DEFAULT_STUB_CARD = CardConfig(
+DEFAULT_STUB_CARD: CardConfig = CardConfig(
     name="looping-core agents",
     description="Agents behind one A2A endpoint; ask the gateway for a tenant's own card.",
 )
@@ -181,31 +182,13 @@ def _make_converter() -> cattrs.Converter:
 
     converter.register_structure_hook(SecretRef, structure_secret)
 
-    def structure_str(value: object, _: type) -> str:
-        # cattrs would turn 42 into "42"; a config that says `name = 42` is a mistake.
-        if not isinstance(value, str):
-            raise ValueError(f"expected a string, got {type(value).__name__}")
-        return value
-
-    def structure_int(value: object, _: type) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"expected an integer, got {type(value).__name__}")
-        return value
-
-    def structure_bool(value: object, _: type) -> bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"expected true or false, got {type(value).__name__}")
-        return value
-
     def structure_date(value: object, _: type) -> datetime.date:
         if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
             raise ValueError("expected a TOML date such as 2026-12-31")
         return value
 
     converter.register_structure_hook(datetime.date, structure_date)
-    converter.register_structure_hook(str, structure_str)
-    converter.register_structure_hook(int, structure_int)
-    converter.register_structure_hook(bool, structure_bool)
+    register_strict_primitives(converter)
     return converter
 
 
@@ -285,7 +268,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     server = _parse_section(raw, "server", ServerConfig, problems)
     security = _parse_section(raw, "security", SecurityConfig, problems)
     store = _parse_section(raw, "store", StoreConfig, problems)
-    card = _DEFAULT_STUB_CARD
+    card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
         problems.extend(card_problems)

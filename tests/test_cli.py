@@ -42,7 +42,7 @@ def test_check_lists_every_config_problem_without_a_traceback(
     assert result.stderr == (
         f"{path}: 2 config problems:\n"
         "  - expected a plugin key (an entry-point name) @ $.plugins.enabled[0]\n"
-        "  - expected an integer, got str @ $.server.port\n"
+        "  - expected an integer, got string @ $.server.port\n"
     )
 
 

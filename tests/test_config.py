@@ -65,7 +65,7 @@ url = 5
     with pytest.raises(ConfigError) as caught:
         parse_config(text, source="many.toml")
     assert list(caught.value.problems) == [
-        "expected a string, got int @ $.store.url",
+        "expected a string, got integer @ $.store.url",
         "port must be between 0 and 65535, got 70000 @ $.server.port",
         "rpc_path must start with '/' @ $.server.rpc_path",
         "public_url must be an absolute http(s) URL without query or fragment "
@@ -78,7 +78,7 @@ url = 5
 def test_booleans_are_not_integers() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_config("[server]\nport = true\n")
-    assert caught.value.problems == ("expected an integer, got bool @ $.server.port",)
+    assert caught.value.problems == ("expected an integer, got boolean @ $.server.port",)
 
 
 def test_secret_ref_never_shows_a_value() -> None:

@@ -7,10 +7,23 @@ For plugin authors: run the host's own startup validation on your plugin in your
     def test_my_plugin_is_valid():
         assert_plugin_valid("my-plugin", {"api_key": "env:MY_KEY"}, environ={"MY_KEY": "x"})
 
+For the A2A edge: real Ed25519 keys (`ed25519_private_jwk`), gateway tokens
+(`make_gateway_token`) and a `FakeGateway` that serves its JWKS on 127.0.0.1 and counts fetches.
+
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
-fixtures) also offers the `plugin_validator` fixture.
+fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
+from looping_core.testing.gateway import FakeGateway, make_gateway_token
+from looping_core.testing.keys import ed25519_private_jwk, public_jwk_of
 
-__all__ = ["PluginValidator", "assert_plugin_valid", "plugin_problems"]
+__all__ = [
+    "FakeGateway",
+    "PluginValidator",
+    "assert_plugin_valid",
+    "ed25519_private_jwk",
+    "make_gateway_token",
+    "plugin_problems",
+    "public_jwk_of",
+]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import pytest
 
 from looping_core.testing._validation import PluginValidator
+from looping_core.testing.gateway import FakeGateway
 
-__all__ = ["plugin_validator"]
+__all__ = ["fake_gateway", "plugin_validator"]
 
 
 @pytest.fixture
@@ -16,3 +19,16 @@ def plugin_validator() -> PluginValidator:
     Use `PluginValidator(environ={...})` directly to provide secrets.
     """
     return PluginValidator()
+
+
+try:
+    import pytest_asyncio
+except ImportError:  # pragma: no cover - async fixtures need pytest-asyncio (the test extra)
+    pass
+else:
+
+    @pytest_asyncio.fixture
+    async def fake_gateway() -> AsyncIterator[FakeGateway]:
+        """A running `FakeGateway` on 127.0.0.1 (real key, real JWKS server)."""
+        async with FakeGateway() as gateway:
+            yield gateway

@@ -38,7 +38,7 @@ def test_notes_contributes_a_family_a_subtask_type_and_a_store() -> None:
 def test_notes_settings_are_checked() -> None:
     [problem] = plugin_problems("example-notes", {"max_notes": "many"})
     assert problem.message.endswith(
-        "expected an integer, got str @ $.plugins.example-notes.max_notes"
+        "expected an integer, got string @ $.plugins.example-notes.max_notes"
     )
 
 

@@ -198,7 +198,7 @@ def test_plugin_settings_are_structured_strictly() -> None:
     assert [
         p.message.split(": ", 2)[-1] for p in problems_of("needs-secret", settings=settings)
     ] == [
-        "expected a string, got int @ $.plugins.needs-secret.region",
+        "expected a string, got integer @ $.plugins.needs-secret.region",
         "extra fields found (regoin) @ $.plugins.needs-secret",
     ]
 

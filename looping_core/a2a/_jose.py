@@ -1,0 +1,92 @@
+"""Every JWS this package signs or verifies goes through here, with the algorithm pinned.
+
+Only EdDSA over Ed25519 is accepted: `EdDSA` (RFC 8037) and its RFC 9864 name `Ed25519`. We sign
+with `EdDSA` because the official A2A SDK's verifier (PyJWT) knows only that name; joserfc warns
+that RFC 9864 deprecates it, and that warning is silenced here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import warnings
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from joserfc import jws
+from joserfc.errors import JoseError, SecurityWarning
+from joserfc.jwk import OKPKey
+from joserfc.jws import JWSRegistry
+
+ALGORITHMS = ("EdDSA", "Ed25519")
+SIGNING_ALGORITHM = "EdDSA"
+
+# Not strict about header names: gateways may add their own; `crit` is still enforced.
+_REGISTRY = JWSRegistry(algorithms=list(ALGORITHMS), strict_check_header=False)
+
+
+@contextmanager
+def _eddsa_name_accepted() -> Iterator[None]:
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="EdDSA is deprecated", category=SecurityWarning)
+        yield
+
+
+def sign_compact(
+    protected: Mapping[str, Any], payload: bytes, key: OKPKey, algorithm: str = SIGNING_ALGORITHM
+) -> str:
+    """A compact JWS over `payload`, signed with EdDSA under either of its names."""
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"only {' or '.join(ALGORITHMS)} may sign here, not {algorithm!r}")
+    header = {**protected, "alg": algorithm}
+    with _eddsa_name_accepted():
+        return jws.serialize_compact(
+            header, payload, key, algorithms=[algorithm], registry=_REGISTRY
+        )
+
+
+def verify_compact(token: str, key: OKPKey) -> bytes:
+    """The payload of `token` if its EdDSA signature verifies with `key`; else `JoseError`."""
+    with _eddsa_name_accepted():
+        return jws.deserialize_compact(
+            token, key, algorithms=list(ALGORITHMS), registry=_REGISTRY
+        ).payload
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def read_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The protected header and JSON claims of a compact JWS, *not verified*.
+
+    Used only to decide whether a token may be verified at all (which `jku`, which `iss`) before
+    anything is fetched. Raises `ValueError` for anything that is not a compact JWS with JSON
+    object header and payload.
+    """
+    parts = token.split(".")
+    if len(parts) != 3 or not all(parts[:2]):
+        raise ValueError("not a compact JWS (header.payload.signature)")
+    try:
+        header = json.loads(b64url_decode(parts[0]))
+        claims = json.loads(b64url_decode(parts[1]))
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("header or payload is not base64url JSON") from None
+    if not isinstance(header, dict) or not isinstance(claims, dict):
+        raise ValueError("header and payload must be JSON objects")
+    return header, claims
+
+
+def public_key(jwk: Mapping[str, Any]) -> OKPKey | None:
+    """An Ed25519 public key from a JWK, or `None` if the JWK is not one."""
+    if jwk.get("kty") != "OKP" or jwk.get("crv") != "Ed25519" or not isinstance(jwk.get("x"), str):
+        return None
+    try:
+        return OKPKey.import_key({"kty": "OKP", "crv": "Ed25519", "x": jwk["x"]})
+    except (JoseError, ValueError, TypeError):
+        return None

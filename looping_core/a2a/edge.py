@@ -1,0 +1,231 @@
+"""The edge's HTTP handlers: JWKS, the signed stub card, and the JSON-RPC endpoint.
+
+The path of one call (`POST /a2a`): content type → body size → JSON-RPC envelope → method →
+`A2A-Version` → `params.tenant` (required; there is no default agent) → gateway token, verified
+for that tenant → only then is the tenant looked up and the method's params parsed and handled.
+Every failure is a JSON-RPC error from the error table; nothing a client sends produces a 500 or a
+traceback.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from aiohttp import web
+
+from looping_core.a2a.card import SignedCard, build_stub_card, build_tenant_card, sign_card
+from looping_core.a2a.errors import (
+    InternalError,
+    InvalidParams,
+    PayloadTooLarge,
+    RpcError,
+    Unauthenticated,
+    UnsupportedMediaType,
+    VersionNotSupported,
+    error_object,
+    spec_of,
+)
+from looping_core.a2a.gateway_token import (
+    Identity,
+    TokenPolicy,
+    TokenRejected,
+    verify_gateway_token,
+)
+from looping_core.a2a.jsonrpc import (
+    EnvelopeError,
+    Method,
+    RpcCall,
+    RpcId,
+    parse_envelope,
+    parse_params,
+    response,
+)
+from looping_core.a2a.keys import SigningKey, jwks_document, load_signing_key
+from looping_core.appkeys import EDGE, JWKS_CACHE, METHODS
+from looping_core.config import Config
+
+__all__ = ["CallContext", "Edge", "build_edge", "handle_agent_card", "handle_jwks", "handle_rpc"]
+
+_log = logging.getLogger("looping_core.a2a")
+
+JWKS_PATH = "/.well-known/jwks.json"
+CARD_PATH = "/.well-known/agent-card.json"
+CACHE_CONTROL = "public, max-age=300"
+SUPPORTED_MAJOR = "1"
+_JSON_TYPES = ("application/json", "application/a2a+json")
+
+
+@attrs.frozen
+class Edge:
+    """What the edge serves and checks, built once at startup from the config and the key."""
+
+    config: Config
+    signing_key: SigningKey
+    jwks_body: bytes
+    stub: SignedCard
+    tenant_cards: Mapping[str, SignedCard]
+    policy: TokenPolicy
+
+
+@attrs.frozen
+class CallContext:
+    """What a method handler gets besides its params: the edge and the verified caller."""
+
+    edge: Edge
+    identity: Identity
+    request: web.Request
+
+
+def build_edge(
+    config: Config, environ: Mapping[str, str] | None = None, today: datetime.date | None = None
+) -> Edge:
+    """Load the signing key and sign every card; raises `SigningKeyError` with a clear message."""
+    key = load_signing_key(config.security.signing_key, environ)
+    day = today or datetime.datetime.now(datetime.UTC).date()
+    jwks_url = config.server.base_url + JWKS_PATH
+    return Edge(
+        config=config,
+        signing_key=key,
+        jwks_body=json.dumps(jwks_document(key, config.security.retired_keys, day)).encode(),
+        stub=sign_card(build_stub_card(config), key, jwks_url),
+        tenant_cards={
+            tenant_id: sign_card(build_tenant_card(config, tenant_id, tenant), key, jwks_url)
+            for tenant_id, tenant in config.tenants.items()
+        },
+        policy=TokenPolicy(
+            endpoint=config.server.endpoint_url,
+            gateway_origins=config.security.gateway_origins,
+            leeway_seconds=config.security.token_leeway_seconds,
+        ),
+    )
+
+
+async def handle_jwks(request: web.Request) -> web.Response:
+    edge = request.app[EDGE]
+    return web.Response(
+        body=edge.jwks_body,
+        content_type="application/json",
+        headers={"Cache-Control": CACHE_CONTROL},
+    )
+
+
+async def handle_agent_card(request: web.Request) -> web.Response:
+    stub = request.app[EDGE].stub
+    headers = {"ETag": stub.etag, "Cache-Control": CACHE_CONTROL}
+    if stub.etag in _etags(request.headers.get("If-None-Match", "")):
+        return web.Response(status=304, headers=headers)
+    return web.Response(body=stub.body, content_type="application/json", headers=headers)
+
+
+def _etags(header: str) -> set[str]:
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return tags | ({"*"} if "*" in tags else set())
+
+
+async def handle_rpc(request: web.Request) -> web.Response:
+    request_id: RpcId = None
+    try:
+        call, method = await _read_call(request)
+        request_id = call.id
+        result = await _dispatch(request, call, method)
+        return _json_response(response(request_id, result=result))
+    except EnvelopeError as exc:
+        return _error_response(exc.error, exc.request_id)
+    except RpcError as exc:
+        return _error_response(exc, request_id)
+    except Exception:
+        _log.exception("internal error answering %s", request.path)
+        return _error_response(InternalError(), request_id)
+
+
+async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
+    if request.content_type not in _JSON_TYPES:
+        raise UnsupportedMediaType()
+    try:
+        body = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        limit = request.app[EDGE].config.server.max_body_bytes
+        raise PayloadTooLarge(f"Request body larger than {limit} bytes") from None
+    return parse_envelope(body, request.app[METHODS])
+
+
+async def _dispatch(request: web.Request, call: RpcCall, method: Method) -> Any:
+    edge = request.app[EDGE]
+    _check_version(request)
+    tenant = call.params.get("tenant")
+    if not isinstance(tenant, str) or not tenant:
+        raise InvalidParams(
+            "params.tenant is required: this endpoint serves several agents and has no default",
+            violations=[("params.tenant", "required field missing")],
+        )
+    identity = await _authenticate(request, edge, tenant)
+    if tenant not in edge.tenant_cards:
+        raise InvalidParams(
+            "params.tenant: no such agent here",
+            violations=[("params.tenant", "not an agent served here")],
+        )
+    params = parse_params(call, method)
+    return await method.handler(CallContext(edge=edge, identity=identity, request=request), params)
+
+
+def _check_version(request: web.Request) -> None:
+    version = request.headers.get("A2A-Version") or request.query.get("A2A-Version") or "0.3"
+    major, _, _ = version.strip().partition(".")
+    if major != SUPPORTED_MAJOR:
+        raise VersionNotSupported(
+            f"A2A version '{version}' is not supported; this endpoint speaks 1.0 "
+            "(send the header A2A-Version: 1.0)",
+            metadata={"requestedVersion": version, "supportedVersions": "1.0"},
+        )
+
+
+async def _authenticate(request: web.Request, edge: Edge, tenant: str) -> Identity:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
+        raise Unauthenticated(
+            "A gateway token is required (Authorization: Bearer <token>)",
+            metadata={"check": "token-missing"},
+        )
+    try:
+        return await verify_gateway_token(
+            token.strip(), tenant=tenant, policy=edge.policy, jwks=request.app[JWKS_CACHE]
+        )
+    except TokenRejected as exc:
+        _log.warning(
+            "gateway token rejected: check=%s reason=%s tenant=%s remote=%s",
+            exc.check,
+            exc.reason,
+            tenant,
+            request.remote,
+        )
+        raise Unauthenticated(
+            f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
+        ) from None
+
+
+def _json_response(document: Mapping[str, Any], status: int = 200, **headers: str) -> web.Response:
+    return web.Response(
+        body=json.dumps(document).encode(),
+        status=status,
+        content_type="application/json",
+        headers=headers or None,
+    )
+
+
+def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
+    spec = spec_of(error)
+    headers = {}
+    if isinstance(error, Unauthenticated):
+        check = error.metadata.get("check", "token-missing")
+        challenge = 'Bearer realm="a2a"'
+        if check != "token-missing":
+            challenge += f', error="invalid_token", error_description="{check}"'
+        headers["WWW-Authenticate"] = challenge
+    document = response(request_id, error=error_object(error))
+    return _json_response(document, status=spec.http_status, **headers)

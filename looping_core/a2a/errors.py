@@ -1,0 +1,217 @@
+"""The error table: every error the edge can answer with, its JSON-RPC code and its details.
+
+Handlers raise an `RpcError` subclass; `error_response` turns it into the JSON-RPC error object
+with the `google.rpc.ErrorInfo` (and, for invalid params, `google.rpc.BadRequest`) details of
+A2A 1.0 §9.5. Nothing else decides a code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from looping_core.errors import LoopingError
+
+__all__ = [
+    "ERRORS",
+    "ContentTypeNotSupported",
+    "ErrorSpec",
+    "ExtendedAgentCardNotConfigured",
+    "ExtensionSupportRequired",
+    "InternalError",
+    "InvalidAgentResponse",
+    "InvalidParams",
+    "InvalidRequest",
+    "MethodNotFound",
+    "ParseError",
+    "PayloadTooLarge",
+    "PushNotificationNotSupported",
+    "RpcError",
+    "TaskNotCancelable",
+    "TaskNotFound",
+    "Unauthenticated",
+    "UnsupportedMediaType",
+    "UnsupportedOperation",
+    "VersionNotSupported",
+    "error_object",
+]
+
+A2A_DOMAIN = "a2a-protocol.org"
+LOOPING_DOMAIN = "looping-core"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
+
+
+class RpcError(LoopingError):
+    """An error answered to the client. `message` replaces the table's standard message.
+
+    `metadata` values are strings (ErrorInfo's map<string, string>); `violations` are
+    `(field path, description)` pairs for invalid params.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        violations: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.message = message
+        self.metadata = dict(metadata or {})
+        self.violations = tuple(violations)
+        super().__init__(message or type(self).__name__)
+
+
+class ParseError(RpcError):
+    """The body is not JSON."""
+
+
+class InvalidRequest(RpcError):
+    """Not a valid JSON-RPC 2.0 request (also: batches, which are not supported)."""
+
+
+class MethodNotFound(RpcError):
+    """No such method (v0.3 names such as `message/send` included)."""
+
+
+class InvalidParams(RpcError):
+    """Bad or missing params; `violations` name the fields."""
+
+
+class InternalError(RpcError):
+    """The server failed; the client learns nothing more."""
+
+
+class TaskNotFound(RpcError):
+    """No such task, or not the caller's: the two are indistinguishable on purpose."""
+
+
+class TaskNotCancelable(RpcError):
+    """The task is already in a terminal state."""
+
+
+class PushNotificationNotSupported(RpcError):
+    """The agent does not support push notifications."""
+
+
+class UnsupportedOperation(RpcError):
+    """The operation (or this use of it) is not supported."""
+
+
+class ContentTypeNotSupported(RpcError):
+    """A part's media type is not supported."""
+
+
+class InvalidAgentResponse(RpcError):
+    """The agent produced a response that violates the protocol."""
+
+
+class ExtendedAgentCardNotConfigured(RpcError):
+    """Extended cards are declared but this one is not configured."""
+
+
+class ExtensionSupportRequired(RpcError):
+    """A required extension was not activated by the client."""
+
+
+class VersionNotSupported(RpcError):
+    """The `A2A-Version` is not one this endpoint speaks."""
+
+
+class Unauthenticated(RpcError):
+    """The gateway token is missing or failed a check (HTTP 401)."""
+
+
+class PayloadTooLarge(RpcError):
+    """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
+
+
+class UnsupportedMediaType(RpcError):
+    """The Content-Type is not JSON (HTTP 415)."""
+
+
+@attrs.frozen
+class ErrorSpec:
+    code: int
+    reason: str
+    message: str
+    http_status: int = 200
+    """JSON-RPC errors travel with HTTP 200, except where HTTP itself must say it (auth, size)."""
+    domain: str = A2A_DOMAIN
+
+
+ERRORS: Mapping[type[RpcError], ErrorSpec] = {
+    ParseError: ErrorSpec(-32700, "PARSE_ERROR", "Invalid JSON payload"),
+    InvalidRequest: ErrorSpec(-32600, "INVALID_REQUEST", "Request payload validation error"),
+    MethodNotFound: ErrorSpec(-32601, "METHOD_NOT_FOUND", "Method not found"),
+    InvalidParams: ErrorSpec(-32602, "INVALID_PARAMS", "Invalid parameters"),
+    InternalError: ErrorSpec(-32603, "INTERNAL", "Internal error"),
+    TaskNotFound: ErrorSpec(-32001, "TASK_NOT_FOUND", "Task not found"),
+    TaskNotCancelable: ErrorSpec(-32002, "TASK_NOT_CANCELABLE", "Task cannot be canceled"),
+    PushNotificationNotSupported: ErrorSpec(
+        -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED", "Push notifications are not supported"
+    ),
+    UnsupportedOperation: ErrorSpec(-32004, "UNSUPPORTED_OPERATION", "Unsupported operation"),
+    ContentTypeNotSupported: ErrorSpec(
+        -32005, "CONTENT_TYPE_NOT_SUPPORTED", "Content type not supported"
+    ),
+    InvalidAgentResponse: ErrorSpec(-32006, "INVALID_AGENT_RESPONSE", "Invalid agent response"),
+    ExtendedAgentCardNotConfigured: ErrorSpec(
+        -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", "Extended agent card not configured"
+    ),
+    ExtensionSupportRequired: ErrorSpec(
+        -32008, "EXTENSION_SUPPORT_REQUIRED", "Extension support required"
+    ),
+    VersionNotSupported: ErrorSpec(-32009, "VERSION_NOT_SUPPORTED", "Version not supported"),
+    # Not A2A errors: the transport's own refusals, in the implementation-defined -32000.
+    Unauthenticated: ErrorSpec(
+        -32000, "UNAUTHENTICATED", "Unauthenticated", http_status=401, domain=LOOPING_DOMAIN
+    ),
+    PayloadTooLarge: ErrorSpec(
+        -32600,
+        "PAYLOAD_TOO_LARGE",
+        "Request body too large",
+        http_status=413,
+        domain=LOOPING_DOMAIN,
+    ),
+    UnsupportedMediaType: ErrorSpec(
+        -32600,
+        "UNSUPPORTED_MEDIA_TYPE",
+        "Content-Type must be application/json",
+        http_status=415,
+        domain=LOOPING_DOMAIN,
+    ),
+}
+
+
+def spec_of(error: RpcError) -> ErrorSpec:
+    for cls in type(error).__mro__:
+        if cls in ERRORS:
+            return ERRORS[cls]
+    return ERRORS[InternalError]
+
+
+def error_object(error: RpcError) -> dict[str, Any]:
+    """The JSON-RPC `error` member for `error`."""
+    spec = spec_of(error)
+    details: list[dict[str, Any]] = [
+        {
+            "@type": ERROR_INFO,
+            "reason": spec.reason,
+            "domain": spec.domain,
+            "metadata": error.metadata,
+        }
+    ]
+    if error.violations:
+        details.append(
+            {
+                "@type": BAD_REQUEST,
+                "fieldViolations": [
+                    {"field": field, "description": description}
+                    for field, description in error.violations
+                ],
+            }
+        )
+    return {"code": spec.code, "message": error.message or spec.message, "data": details}

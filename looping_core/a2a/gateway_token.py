@@ -1,0 +1,178 @@
+"""Verifying the gateway's token on every call: four checks in a fixed order, then the claims.
+
+1. `jku` is present in the protected header;
+2. the `jku` origin is on the gateway allowlist, checked *before any fetch* (exact
+   scheme+host+port; userinfo, fragments and other schemes refused);
+3. the `iss` origin equals the `jku` origin;
+4. the signature verifies with the algorithm pinned to EdDSA (`EdDSA` or `Ed25519`; never `none`,
+   HMAC or anything else) and a key fetched from `jku`.
+
+Then `aud` equals this endpoint's URL; the `tenant` claim is present and equals the request's
+tenant; `exp`, `nbf` and `iat` hold within a small leeway; `sub` is present. Each failure names its
+check. There is no bypass.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+from joserfc.errors import JoseError
+
+from looping_core.a2a._jose import ALGORITHMS, read_unverified, verify_compact
+from looping_core.a2a.jwks import JwksCache, JwksError
+from looping_core.errors import LoopingError
+
+__all__ = [
+    "Identity",
+    "TokenPolicy",
+    "TokenRejected",
+    "normalize_origins",
+    "origin_of",
+    "verify_gateway_token",
+]
+
+_DEFAULT_PORTS = {"https": 443, "http": 80}
+
+
+@attrs.frozen
+class Identity:
+    """Who is calling, as the verified token says: tenant, gateway (issuer) and caller (subject)."""
+
+    tenant: str
+    issuer: str
+    subject: str
+
+
+class TokenRejected(LoopingError):
+    """The token failed `check` (a stable name such as `jku-not-allowed`) for `reason`."""
+
+    def __init__(self, check: str, reason: str) -> None:
+        self.check = check
+        self.reason = reason
+        super().__init__(f"gateway token rejected ({check}): {reason}")
+
+
+def origin_of(url: str) -> str | None:
+    """`scheme://host:port` of an http(s) URL, lowercased with the port explicit.
+
+    `None` for anything that must never count as an origin: other schemes, no host, userinfo,
+    a fragment, or a malformed port.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+        return None
+    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
+        return None
+    if parts.fragment or url.endswith("#"):
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{host}:{port or _DEFAULT_PORTS[scheme]}"
+
+
+def normalize_origins(origins: Iterable[str]) -> frozenset[str]:
+    """The allowlist as `origin_of` spells origins (entries that are not origins are dropped)."""
+    return frozenset(o for o in (origin_of(origin) for origin in origins) if o is not None)
+
+
+@attrs.frozen
+class TokenPolicy:
+    """What a valid token must say: our endpoint, trusted gateway origins, clock leeway."""
+
+    endpoint: str
+    gateway_origins: frozenset[str] = attrs.field(converter=normalize_origins)
+    leeway_seconds: int = 30
+
+
+async def verify_gateway_token(
+    token: str,
+    *,
+    tenant: str,
+    policy: TokenPolicy,
+    jwks: JwksCache,
+    now: float | None = None,
+) -> Identity:
+    """Verify `token` for a request to `tenant`; raise `TokenRejected` naming the check."""
+    try:
+        header, claims = read_unverified(token)
+    except ValueError as exc:
+        raise TokenRejected("malformed", str(exc)) from None
+
+    jku = header.get("jku")
+    if not isinstance(jku, str) or not jku:
+        raise TokenRejected("jku-missing", "the protected header has no jku")
+    jku_origin = origin_of(jku)
+    if jku_origin is None:
+        raise TokenRejected(
+            "jku-not-allowed", "jku is not a plain http(s) URL (userinfo, fragment or scheme)"
+        )
+    if jku_origin not in policy.gateway_origins:
+        raise TokenRejected("jku-not-allowed", "the jku origin is not on the gateway allowlist")
+
+    issuer = claims.get("iss")
+    if not isinstance(issuer, str) or origin_of(issuer) != jku_origin:
+        raise TokenRejected("issuer-mismatch", "the iss origin differs from the jku origin")
+
+    if header.get("alg") not in ALGORITHMS:
+        raise TokenRejected("algorithm-not-allowed", "only EdDSA (Ed25519) tokens are accepted")
+    kid = header.get("kid")
+    if not isinstance(kid, str) or not kid:
+        raise TokenRejected("unknown-kid", "the protected header has no kid")
+    try:
+        key = await jwks.key(jku, kid)
+    except JwksError as exc:
+        raise TokenRejected(exc.check, exc.reason) from None
+    try:
+        verified = json.loads(verify_compact(token, key))
+    except (JoseError, ValueError):
+        raise TokenRejected("bad-signature", "the signature does not verify") from None
+
+    return _check_claims(verified, tenant, policy, time.time() if now is None else now)
+
+
+def _check_claims(claims: dict[str, Any], tenant: str, policy: TokenPolicy, now: float) -> Identity:
+    audience = claims.get("aud")
+    if audience not in (policy.endpoint, [policy.endpoint]):
+        raise TokenRejected("audience-mismatch", "aud is not this endpoint's URL")
+
+    token_tenant = claims.get("tenant")
+    if not isinstance(token_tenant, str) or not token_tenant:
+        raise TokenRejected("tenant-missing", "the token has no tenant claim")
+    if token_tenant != tenant:
+        raise TokenRejected("tenant-mismatch", "the token is for another tenant than params.tenant")
+
+    leeway = policy.leeway_seconds
+    expires = _number(claims, "exp", required=True)
+    if expires is not None and now > expires + leeway:
+        raise TokenRejected("expired", "the token has expired")
+    not_before = _number(claims, "nbf", required=False)
+    if not_before is not None and now < not_before - leeway:
+        raise TokenRejected("not-yet-valid", "the token is not valid yet (nbf)")
+    issued = _number(claims, "iat", required=True)
+    if issued is not None and now < issued - leeway:
+        raise TokenRejected("not-yet-valid", "the token was issued in the future (iat)")
+
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        raise TokenRejected("subject-missing", "the token has no sub")
+    return Identity(tenant=token_tenant, issuer=str(claims["iss"]), subject=subject)
+
+
+def _number(claims: dict[str, Any], name: str, *, required: bool) -> float | None:
+    value = claims.get(name)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TokenRejected("claims-invalid", f"{name} must be a NumericDate")
+    return float(value)

@@ -1,0 +1,128 @@
+"""The JSON-RPC 2.0 envelope and the method table.
+
+`parse_envelope` turns a body into an `RpcCall` or raises an `RpcError` carrying the request id
+when one could be read. `METHODS` maps each method name to its params type and handler; a method
+is dispatched only through it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from looping_core.a2a.errors import (
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    ParseError,
+    RpcError,
+)
+from looping_core.a2a.protojson import WireError, from_wire
+
+__all__ = ["Method", "RpcCall", "RpcId", "parse_envelope", "parse_params", "response"]
+
+RpcId = str | int | None
+
+V03_METHODS = frozenset(
+    {
+        "message/send",
+        "message/stream",
+        "tasks/get",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/resubscribe",
+        "tasks/pushNotificationConfig/set",
+        "tasks/pushNotificationConfig/get",
+        "tasks/pushNotificationConfig/list",
+        "tasks/pushNotificationConfig/delete",
+        "agent/getAuthenticatedExtendedCard",
+    }
+)
+
+
+@attrs.frozen
+class Method:
+    """One row of the method table: how to parse params and what handles them."""
+
+    params_type: type[Any]
+    handler: Callable[[Any, Any], Awaitable[Any]]
+    """`handler(context, params)` returns the ProtoJSON `result`."""
+
+
+@attrs.frozen
+class RpcCall:
+    id: RpcId
+    method: str
+    params: Mapping[str, Any]
+
+
+class EnvelopeError(Exception):
+    """An `RpcError` and the request id it answers (`None` when none could be read)."""
+
+    def __init__(self, error: RpcError, request_id: RpcId = None) -> None:
+        self.error = error
+        self.request_id = request_id
+        super().__init__(str(error))
+
+
+def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall, Method]:
+    """Parse and check a JSON-RPC request against the method table."""
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise EnvelopeError(ParseError()) from None
+    if isinstance(document, list):
+        raise EnvelopeError(InvalidRequest("Batch requests are not supported"))
+    if not isinstance(document, dict):
+        raise EnvelopeError(InvalidRequest("The request must be a JSON object"))
+    request_id = document.get("id")
+    if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
+        raise EnvelopeError(InvalidRequest("id must be a string, a number or null"))
+    if document.get("jsonrpc") != "2.0":
+        raise EnvelopeError(InvalidRequest('jsonrpc must be "2.0"'), request_id)
+    method_name = document.get("method")
+    if not isinstance(method_name, str) or not method_name:
+        raise EnvelopeError(InvalidRequest("method must be a non-empty string"), request_id)
+    params = document.get("params", {})
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise EnvelopeError(
+            InvalidParams(
+                "params must be an object", violations=[("params", "expected an object")]
+            ),
+            request_id,
+        )
+    method = methods.get(method_name)
+    if method is None:
+        hint = (
+            " (that is an A2A 0.3 name; A2A 1.0 methods are PascalCase, e.g. SendMessage)"
+            if method_name in V03_METHODS
+            else ""
+        )
+        raise EnvelopeError(MethodNotFound(f"Method not found: {method_name}{hint}"), request_id)
+    return RpcCall(id=request_id, method=method_name, params=params), method
+
+
+def parse_params(call: RpcCall, method: Method) -> Any:
+    """Structure `params` into the method's type; `InvalidParams` naming every bad field."""
+    try:
+        return from_wire(dict(call.params), method.params_type)
+    except WireError as exc:
+        violations = [
+            (f"params.{path}" if path else "params", message) for path, message in exc.problems
+        ]
+        summary = "; ".join(f"{field}: {message}" for field, message in violations)
+        raise InvalidParams(f"Invalid parameters: {summary}", violations=violations) from None
+
+
+def response(
+    request_id: RpcId, *, result: Any = None, error: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """A JSON-RPC response object with either `result` or `error`."""
+    if error is not None:
+        return {"jsonrpc": "2.0", "id": request_id, "error": dict(error)}
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}

@@ -1,0 +1,138 @@
+"""Fetching and caching gateways' key sets, without letting a caller turn tokens into fetches.
+
+- Per-`jku` cache with a TTL.
+- An unknown `kid` refetches at most once per `refetch_interval` per `jku`, so a flood of random
+  kids costs at most one fetch per interval; a failed fetch is rate-limited the same way.
+- Concurrent requests for the same `jku` share one in-flight fetch.
+- Bounded timeout and response size; redirects are not followed (they could leave the allowlisted
+  origin); non-JSON or malformed key sets are refused.
+
+Callers must check that `jku` is on the allowlist *before* asking for a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+import aiohttp
+import attrs
+from joserfc.jwk import OKPKey
+
+from looping_core.a2a._jose import public_key
+
+__all__ = ["JwksCache", "JwksError"]
+
+
+class JwksError(Exception):
+    """A key could not be had: `check` is `unknown-kid` or `jwks-unavailable`."""
+
+    def __init__(self, check: str, reason: str) -> None:
+        self.check = check
+        self.reason = reason
+        super().__init__(f"{check}: {reason}")
+
+
+@attrs.define
+class _Entry:
+    keys: dict[str, OKPKey]
+    fetched_at: float
+
+
+class JwksCache:
+    """Ed25519 keys by (`jku`, `kid`), fetched over HTTP and cached."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        *,
+        ttl: float = 300.0,
+        refetch_interval: float = 30.0,
+        timeout: float = 5.0,
+        max_bytes: int = 64 * 1024,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._session = session
+        self._ttl = ttl
+        self._refetch_interval = refetch_interval
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._max_bytes = max_bytes
+        self._clock = clock
+        self._entries: dict[str, _Entry] = {}
+        self._attempted_at: dict[str, float] = {}
+        self._in_flight: dict[str, asyncio.Future[_Entry]] = {}
+
+    async def key(self, jku: str, kid: str) -> OKPKey:
+        """The key `kid` of the set at `jku`; `JwksError` if it cannot be had."""
+        entry = self._entries.get(jku)
+        now = self._clock()
+        stale = entry is None or now - entry.fetched_at >= self._ttl
+        unknown = entry is not None and kid not in entry.keys
+        may_fetch = now - self._attempted_at.get(jku, -float("inf")) >= self._refetch_interval
+        if (stale or unknown) and (may_fetch or jku in self._in_flight):
+            entry = await self._refresh(jku, previous=entry)
+        if entry is None:
+            raise JwksError(
+                "jwks-unavailable", "the gateway's key set could not be fetched recently"
+            )
+        key = entry.keys.get(kid)
+        if key is None:
+            raise JwksError("unknown-kid", "no key with this kid in the gateway's key set")
+        return key
+
+    async def _refresh(self, jku: str, previous: _Entry | None) -> _Entry | None:
+        future = self._in_flight.get(jku)
+        if future is None:
+            self._attempted_at[jku] = self._clock()
+            future = asyncio.ensure_future(self._fetch(jku))
+            self._in_flight[jku] = future
+            future.add_done_callback(lambda _: self._in_flight.pop(jku, None))
+        try:
+            entry = await asyncio.shield(future)
+        except JwksError:
+            return previous  # keep serving the keys we had, if any
+        self._entries[jku] = entry
+        return entry
+
+    async def _fetch(self, jku: str) -> _Entry:
+        try:
+            async with self._session.get(
+                jku,
+                timeout=self._timeout,
+                allow_redirects=False,
+                headers={"Accept": "application/json"},
+            ) as response:
+                if response.status != 200:
+                    raise JwksError(
+                        "jwks-unavailable", f"the key set answered HTTP {response.status}"
+                    )
+                body = await response.content.read(self._max_bytes + 1)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise JwksError(
+                "jwks-unavailable", f"fetching the key set failed: {type(exc).__name__}"
+            ) from None
+        if len(body) > self._max_bytes:
+            raise JwksError(
+                "jwks-unavailable", f"the key set is larger than {self._max_bytes} bytes"
+            )
+        return _Entry(keys=_parse_key_set(body), fetched_at=self._clock())
+
+
+def _parse_key_set(body: bytes) -> dict[str, OKPKey]:
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise JwksError("jwks-unavailable", "the key set is not JSON") from None
+    if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+        raise JwksError("jwks-unavailable", 'the key set is not a JWKS ({"keys": [...]})')
+    keys: dict[str, OKPKey] = {}
+    for jwk in document["keys"]:
+        if not isinstance(jwk, dict):
+            raise JwksError("jwks-unavailable", "the key set holds something that is not a JWK")
+        kid = jwk.get("kid")
+        key = public_key(jwk)
+        if isinstance(kid, str) and kid and key is not None:
+            keys[kid] = key  # other key types are ignored: only Ed25519 is ever accepted
+    return keys

@@ -1,0 +1,109 @@
+"""A real agent server on 127.0.0.1 with two tenants (alice, bob), for the edge tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import attrs
+from aiohttp import web
+from aiohttp.test_utils import unused_port
+
+from looping_core.app import create_app
+from looping_core.config import Config, parse_config
+from looping_core.testing import ed25519_private_jwk
+
+KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
+
+
+def agent_config(port: int, gateway_origins: list[str]) -> Config:
+    origins = json.dumps(gateway_origins)
+    return parse_config(
+        f"""
+[server]
+host = "127.0.0.1"
+port = {port}
+public_url = "http://127.0.0.1:{port}"
+
+[security]
+signing_key = "env:{KEY_VARIABLE}"
+gateway_origins = {origins}
+
+[tenants.alice]
+agent = "agents.alice:Agent"
+[tenants.alice.card]
+name = "Alice"
+description = "Keeps Alice's notes."
+version = "1.2.0"
+skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
+
+[tenants.bob]
+agent = "agents.bob:Agent"
+[tenants.bob.card]
+name = "Bob"
+description = "Answers for Bob."
+skills = [{{ id = "answer", name = "Answer", description = "Answers.", tags = ["qa"] }}]
+""",
+        source="agent-test.toml",
+    )
+
+
+@attrs.define
+class RunningAgent:
+    """The agent under test, reachable over real HTTP."""
+
+    config: Config
+    signing_jwk: dict[str, Any]
+    session: aiohttp.ClientSession
+    app: web.Application
+
+    @property
+    def base_url(self) -> str:
+        return self.config.server.base_url
+
+    @property
+    def endpoint(self) -> str:
+        return self.config.server.endpoint_url
+
+    async def post(
+        self,
+        body: bytes | str | Mapping[str, Any],
+        *,
+        token: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        version: str | None = "1.0",
+        query: str = "",
+    ) -> tuple[int, Mapping[str, str], Any]:
+        """POST to the endpoint; returns status, headers and the JSON body."""
+        sent = {"Content-Type": "application/json"}
+        if version is not None:
+            sent["A2A-Version"] = version
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        sent.update(headers or {})
+        data = body if isinstance(body, bytes | str) else json.dumps(body)
+        async with self.session.post(self.endpoint + query, data=data, headers=sent) as response:
+            text = await response.text()
+            return response.status, response.headers.copy(), json.loads(text) if text else None
+
+    async def rpc(
+        self, method: str, params: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> tuple[int, Mapping[str, str], Any]:
+        envelope: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method}
+        if params is not None:
+            envelope["params"] = params
+        return await self.post(envelope, **kwargs)
+
+
+async def start_agent(gateway_origins: list[str]) -> tuple[RunningAgent, web.AppRunner]:
+    port = unused_port()
+    config = agent_config(port, gateway_origins)
+    signing_jwk = ed25519_private_jwk("agent-key-1")
+    app = create_app(config, environ={KEY_VARIABLE: json.dumps(signing_jwk)})
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    session = aiohttp.ClientSession()
+    return RunningAgent(config, signing_jwk, session, app), runner

@@ -1,0 +1,31 @@
+"""Fixtures for the edge tests: running gateways and a running agent that trusts the first."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from a2a_support import RunningAgent, start_agent
+
+from looping_core.testing import FakeGateway
+
+
+@pytest.fixture
+async def gateway() -> AsyncIterator[FakeGateway]:
+    async with FakeGateway() as running:
+        yield running
+
+
+@pytest.fixture
+async def other_gateway() -> AsyncIterator[FakeGateway]:
+    """A second gateway, on another port (another origin)."""
+    async with FakeGateway(kid="other-key") as running:
+        yield running
+
+
+@pytest.fixture
+async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
+    running, runner = await start_agent([gateway.origin])
+    yield running
+    await running.session.close()
+    await runner.cleanup()
