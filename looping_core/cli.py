@@ -69,9 +69,18 @@ def check(config_path: Path | None) -> None:
 
 @main.command()
 @click.option("--kid", default=None, help="The key id (default: a2a-YYYY-MM-DD, today).")
-def keys(kid: str | None) -> None:
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help='Print only the JWK: export A2A_SIGNING_KEY="$(looping keys -q)".',
+)
+def keys(kid: str | None, quiet: bool) -> None:
     """Generate the agent's Ed25519 signing key (a private JWK) for A2A_SIGNING_KEY."""
     jwk = json.dumps(generate_signing_key(kid), separators=(",", ":"))
+    if quiet:
+        click.echo(jwk)
+        return
     click.echo("# The agent's private signing key. Keep it secret; never commit it.")
     click.echo("# Its public half is derived and served at /.well-known/jwks.json.")
     click.echo(jwk)

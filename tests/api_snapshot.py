@@ -81,6 +81,10 @@ def _def(function: Callable[..., Any]) -> str:
     return "async def" if inspect.iscoroutinefunction(function) else "def"
 
 
+def _key_name(key: Any) -> str:
+    return key.__name__ if isinstance(key, type) else str(key)
+
+
 def render() -> str:
     lines: list[str] = []
     for module_name in public_modules():
@@ -101,8 +105,13 @@ def render() -> str:
                 lines.extend(_members(value))
             elif callable(value):
                 lines.append(f"  {_def(value)} {where}{signature(value)}")
-            else:
+            elif isinstance(value, str | int | float | bool | frozenset | tuple):
                 lines.append(f"  {where}: {type(value).__name__} = {value!r}")
+            else:
+                keys = (
+                    f" with keys {sorted(map(_key_name, value))}" if isinstance(value, dict) else ""
+                )
+                lines.append(f"  {where}: {type(value).__name__}{keys}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,4 @@
-"""The ProtoJSON converter for A2A wire models (private to `looping_core.a2a`).
+"""ProtoJSON for A2A wire models, through a private cattrs converter.
 
 ProtoJSON as A2A 1.0 uses it: lowerCamelCase names out, camelCase or snake_case accepted in,
 default values omitted, enums as their `SCREAMING_SNAKE` names, timestamps as RFC 3339 UTC with a
@@ -18,6 +18,8 @@ import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
 from looping_core._strict import register_strict_primitives
+
+__all__ = ["WireError", "camel", "from_wire", "to_wire"]
 
 _T = TypeVar("_T")
 

@@ -12,6 +12,7 @@ fetched so tests can prove that a refused token fetched nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -81,6 +82,10 @@ class FakeGateway:
         self.jwks_body: bytes | None = None
         """Replace what the JWKS route serves (e.g. garbage), or `None` for the real key set."""
         self.jwks_status = 200
+        self.jwks_delay = 0.0
+        """Seconds the JWKS route waits before answering (for timeout tests)."""
+        self.jwks_redirect: str | None = None
+        """Answer the JWKS route with a 302 to this URL instead."""
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -129,6 +134,10 @@ class FakeGateway:
 
     async def _serve_jwks(self, request: web.Request) -> web.Response:
         self.jwks_fetches += 1
+        if self.jwks_delay:
+            await asyncio.sleep(self.jwks_delay)
+        if self.jwks_redirect is not None:
+            raise web.HTTPFound(self.jwks_redirect)
         body = self.jwks_body
         if body is None:
             body = json.dumps({"keys": [self.public_jwk]}).encode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -84,6 +85,8 @@ class RunningAgent:
             sent["Authorization"] = f"Bearer {token}"
         sent.update(headers or {})
         data = body if isinstance(body, bytes | str) else json.dumps(body)
+        if len(data) > 65536:
+            data = io.BytesIO(data.encode() if isinstance(data, str) else data)
         async with self.session.post(self.endpoint + query, data=data, headers=sent) as response:
             text = await response.text()
             return response.status, response.headers.copy(), json.loads(text) if text else None

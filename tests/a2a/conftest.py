@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from a2a_support import RunningAgent, start_agent
 
 from looping_core.testing import FakeGateway
+
+from a2a_support import RunningAgent, start_agent
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 import rfc8785
 from a2a.types import AgentCard as ProtoAgentCard
 from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
-from a2a_support import RunningAgent
 from google.protobuf.json_format import ParseDict
 from jwt.api_jwk import PyJWK
 
@@ -18,6 +17,8 @@ from looping_core.a2a.card import CardSignatureError, canonical_card_bytes, veri
 from looping_core.a2a.models import AgentCard
 from looping_core.a2a.protojson import from_wire, to_wire
 from looping_core.testing import FakeGateway, ed25519_private_jwk, public_jwk_of
+
+from a2a_support import RunningAgent
 
 
 async def get(

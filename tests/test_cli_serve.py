@@ -1,0 +1,120 @@
+"""`looping keys` and `looping serve`, as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from aiohttp.test_utils import unused_port
+
+from looping_core.a2a.card import verify_card
+from looping_core.a2a.keys import SigningKey
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_keys_prints_a_private_jwk_and_an_env_line(looping_cli: Cli) -> None:
+    result = looping_cli("keys", "--kid", "a2a-2026-11-29")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    jwk = json.loads(lines[2])
+    assert (jwk["kid"], jwk["kty"], jwk["crv"]) == ("a2a-2026-11-29", "OKP", "Ed25519")
+    SigningKey.from_jwk(jwk)
+    assert lines[4] == f"A2A_SIGNING_KEY='{lines[2]}'"
+
+
+def test_keys_quiet_prints_only_the_jwk(looping_cli: Cli) -> None:
+    result = looping_cli("keys", "-q")
+    assert SigningKey.from_jwk(json.loads(result.stdout)).kid.startswith("a2a-")
+
+
+def write_config(path: Path, port: int, plugins: str = "") -> str:
+    path.write_text(
+        f"""
+[server]
+port = {port}
+[security]
+signing_key = "env:LPT_SERVE_KEY"
+gateway_origins = ["http://127.0.0.1:9"]
+{plugins}
+[tenants.alice]
+agent = "agents:Alice"
+[tenants.alice.card]
+name = "Alice"
+description = "Alice's agent."
+skills = [{{ id = "s", name = "S", description = "Does S.", tags = ["s"] }}]
+"""
+    )
+    return str(path)
+
+
+def test_serve_refuses_to_start_without_a_signing_key(looping_cli: Cli, tmp_path: Path) -> None:
+    config = write_config(tmp_path / "looping.toml", unused_port())
+    result = looping_cli("serve", "--config", config, env={"LPT_SERVE_KEY": ""})
+    assert result.returncode == 1
+    assert result.stderr == (
+        "the signing key is read from the environment variable LPT_SERVE_KEY, which is not set; "
+        "generate one with `looping keys` and export it\n"
+    )
+
+
+def test_serve_refuses_to_start_with_plugin_problems(looping_cli: Cli, tmp_path: Path) -> None:
+    plugins = '[plugins]\nenabled = ["no-such-plugin"]\n'
+    config = write_config(tmp_path / "looping.toml", unused_port(), plugins)
+    result = looping_cli("serve", "--config", config, env={"LPT_SERVE_KEY": "irrelevant"})
+    assert result.returncode == 1
+    assert result.stderr.startswith("1 plugin problem:\n  - plugin 'no-such-plugin': is selected")
+
+
+def test_serve_serves_the_signed_card(tmp_path: Path) -> None:
+    port = unused_port()
+    config = write_config(tmp_path / "looping.toml", port)
+    key = SigningKey.from_jwk(
+        json.loads(subprocess.check_output([_script("looping"), "keys", "-q"]))
+    )
+    environment = dict(os.environ, LPT_SERVE_KEY=json.dumps(_private(key)))
+    process = subprocess.Popen(
+        [_script("looping"), "serve", "--config", config],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        card = _get_json(f"http://127.0.0.1:{port}/.well-known/agent-card.json", process)
+        jwks = _get_json(f"http://127.0.0.1:{port}/.well-known/jwks.json", process)
+        verify_card(card, jwks)
+        assert card["supportedInterfaces"][0]["url"] == f"http://127.0.0.1:{port}/a2a"
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=30)
+
+
+def _script(name: str) -> str:
+    return str(Path(sys.executable).with_name(name))
+
+
+def _private(key: SigningKey) -> dict[str, str]:
+    return {**key.key.as_dict(private=True), "kid": key.kid}
+
+
+def _get_json(url: str, process: subprocess.Popen[str]) -> dict:  # type: ignore[type-arg]
+    """Poll until the server answers (it is starting), failing fast if it exits."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.loads(response.read())
+        except OSError:
+            if process.poll() is not None:
+                raise AssertionError(f"looping serve exited: {process.communicate()}") from None
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
