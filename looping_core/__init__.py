@@ -6,8 +6,11 @@ Architecture (one subpackage per concern; importing one never drags in another):
     hookspecs   the plugin contract (CONTRACT_VERSION, hook specs, `hookimpl`)
     contract    the frozen types plugins return and receive
     plugins     entry-point discovery, selection, startup validation, registry, PluginHost
+    a2a         the zero-trust edge: signing key + JWKS, signed cards, gateway-token checks,
+                JWKS cache, wire models (ProtoJSON), JSON-RPC method and error tables
+    app         create_app(config): the aiohttp application (routes in one place)
     testing     the public test harness and pytest plugin (never imported by runtime code)
-    cli         `looping check`, `looping plugins list`
+    cli         `looping check / plugins list / keys / serve`
 
 A request's path, the invariants and the areas still to come are described in the project's
 design notes; this top-level module stays tiny on purpose (no aiohttp, no peewee, no pluggy).
