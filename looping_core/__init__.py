@@ -6,6 +6,7 @@ Architecture (one subpackage per concern; importing one never drags in another):
     hookspecs   the plugin contract (CONTRACT_VERSION, hook specs, `hookimpl`)
     contract    the frozen types plugins return and receive
     plugins     entry-point discovery, selection, startup validation, registry, PluginHost
+    content     the conversation vocabulary: blocks, messages, usage, chunks, strict codec
     a2a         the zero-trust edge: signing key + JWKS, signed cards, gateway-token checks,
                 JWKS cache, wire models (ProtoJSON), JSON-RPC method and error tables
     app         create_app(config): the aiohttp application (routes in one place)

@@ -22,6 +22,7 @@ __all__ = [
     "AgentSkill",
     "GetExtendedAgentCardRequest",
     "HttpAuthSecurityScheme",
+    "Part",
     "SecurityRequirement",
     "SecurityScheme",
     "StringList",
@@ -112,3 +113,27 @@ class AgentCard:
 @attrs.frozen
 class GetExtendedAgentCardRequest:
     tenant: str = ""
+
+
+def _exactly_one_content(instance: Part, _: attrs.Attribute[Any], __: Any) -> None:
+    present = [
+        name for name in ("text", "raw", "url", "data") if getattr(instance, name) is not None
+    ]
+    if len(present) != 1:
+        raise ValueError("a part holds exactly one of text, raw, url or data")
+
+
+@attrs.frozen
+class Part:
+    """A piece of a message or artifact: exactly one of `text`, `raw`, `url`, `data`.
+
+    `data` is any JSON value except null (an unset oneof member cannot be told from null).
+    """
+
+    text: str | None = None
+    raw: bytes | None = None
+    url: str | None = None
+    data: Any = attrs.field(default=None, validator=_exactly_one_content)
+    metadata: Mapping[str, Any] | None = None
+    filename: str = ""
+    media_type: str = ""

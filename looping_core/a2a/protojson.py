@@ -8,6 +8,8 @@ errors that name the field by its wire path (`message.messageId`).
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import enum
 from collections.abc import Callable
@@ -51,6 +53,17 @@ def _structure_enum(value: object, type_: type[enum.Enum]) -> enum.Enum:
     raise ValueError(f"expected one of {names}")
 
 
+def _structure_bytes(value: object, _: type) -> bytes:
+    """ProtoJSON bytes: base64, standard or URL-safe alphabet, padding optional."""
+    if not isinstance(value, str):
+        raise ValueError("expected base64 text")
+    text = value.replace("-", "+").replace("_", "/")
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("expected base64 text") from None
+
+
 def _structure_timestamp(value: object, _: type) -> datetime.datetime:
     if not isinstance(value, str):
         raise ValueError("expected an RFC 3339 timestamp string")
@@ -77,6 +90,8 @@ def _make_converter() -> cattrs.Converter:
     converter.register_unstructure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda e: e.name
     )
+    converter.register_structure_hook(bytes, _structure_bytes)
+    converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).decode("ascii"))
     converter.register_structure_hook(datetime.datetime, _structure_timestamp)
     converter.register_unstructure_hook(datetime.datetime, _unstructure_timestamp)
 

@@ -1,0 +1,194 @@
+"""Stream chunks, and the accumulator that folds a chunk stream into complete blocks.
+
+Providers stream text, reasoning, refusals, tool-call arguments and images in fragments. Tool-call
+and image fragments carry an `index`: the accumulator keeps one buffer per index, so two tool
+calls' arguments (or two images) are never spliced together however their fragments interleave.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from looping_core.content.blocks import (
+    ImageBlock,
+    ProviderPayload,
+    RefusalBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
+from looping_core.content.errors import AccumulatorError
+from looping_core.content.messages import AssistantContent
+
+__all__ = [
+    "Accumulator",
+    "Chunk",
+    "ImageChunk",
+    "RefusalChunk",
+    "TextChunk",
+    "ThinkingChunk",
+    "ToolUseChunk",
+]
+
+
+@attrs.frozen
+class TextChunk:
+    text: str
+
+
+@attrs.frozen
+class ThinkingChunk:
+    """Reasoning text; the signature or state usually arrives once, in the last chunk."""
+
+    text: str = ""
+    signature: ProviderPayload | None = None
+    state: ProviderPayload | None = None
+
+
+@attrs.frozen
+class RefusalChunk:
+    text: str
+
+
+@attrs.frozen
+class ToolUseChunk:
+    """A fragment of tool call `index`: its id and name (in the first fragment) and arguments."""
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
+
+
+@attrs.frozen
+class ImageChunk:
+    """A fragment of image `index`: its media type (in the first fragment) and bytes."""
+
+    index: int
+    data: bytes = b""
+    media_type: str | None = None
+
+
+Chunk = TextChunk | ThinkingChunk | RefusalChunk | ToolUseChunk | ImageChunk
+
+
+@attrs.define
+class _Text:
+    kind: type[Any]
+    parts: list[str] = attrs.field(factory=list)
+    signature: ProviderPayload | None = None
+    state: ProviderPayload | None = None
+
+
+@attrs.define
+class _ToolCall:
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = attrs.field(factory=list)
+
+
+@attrs.define
+class _Image:
+    index: int
+    media_type: str | None = None
+    data: list[bytes] = attrs.field(factory=list)
+
+
+class Accumulator:
+    """Feed chunks in stream order; `blocks()` returns the complete blocks in first-seen order.
+
+    Consecutive text (or thinking, or refusal) chunks join one block; a chunk of another kind in
+    between starts a new one. Tool calls and images are keyed by `index`.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[_Text | _ToolCall | _Image] = []
+        self._calls: dict[int, _ToolCall] = {}
+        self._images: dict[int, _Image] = {}
+
+    def feed(self, chunk: Chunk) -> None:
+        if isinstance(chunk, TextChunk):
+            self._text(TextBlock).parts.append(chunk.text)
+        elif isinstance(chunk, RefusalChunk):
+            self._text(RefusalBlock).parts.append(chunk.text)
+        elif isinstance(chunk, ThinkingChunk):
+            thinking = self._text(ThinkingBlock)
+            thinking.parts.append(chunk.text)
+            thinking.signature = chunk.signature or thinking.signature
+            thinking.state = chunk.state or thinking.state
+        elif isinstance(chunk, ToolUseChunk):
+            self._tool_call(chunk)
+        elif isinstance(chunk, ImageChunk):
+            self._image(chunk)
+        else:  # pragma: no cover - the Chunk union is closed
+            raise AccumulatorError(f"not a chunk: {type(chunk).__name__}")
+
+    def _text(self, kind: type[Any]) -> _Text:
+        last = self._items[-1] if self._items else None
+        if isinstance(last, _Text) and last.kind is kind:
+            return last
+        item = _Text(kind)
+        self._items.append(item)
+        return item
+
+    def _tool_call(self, chunk: ToolUseChunk) -> None:
+        call = self._calls.get(chunk.index)
+        if call is None:
+            call = self._calls[chunk.index] = _ToolCall(chunk.index)
+            self._items.append(call)
+        for name in ("id", "name"):
+            given, known = getattr(chunk, name), getattr(call, name)
+            if given is not None and known is not None and given != known:
+                raise AccumulatorError(
+                    f"tool call {chunk.index} changed its {name} mid-stream; two calls share one "
+                    "index"
+                )
+            if given is not None:
+                setattr(call, name, given)
+        call.arguments.append(chunk.arguments)
+
+    def _image(self, chunk: ImageChunk) -> None:
+        image = self._images.get(chunk.index)
+        if image is None:
+            image = self._images[chunk.index] = _Image(chunk.index)
+            self._items.append(image)
+        if chunk.media_type is not None:
+            if image.media_type not in (None, chunk.media_type):
+                raise AccumulatorError(f"image {chunk.index} changed its media type mid-stream")
+            image.media_type = chunk.media_type
+        image.data.append(chunk.data)
+
+    def blocks(self) -> tuple[AssistantContent, ...]:
+        """The blocks so far, complete. Raises `AccumulatorError` for an unfinishable stream."""
+        return tuple(self._finish(item) for item in self._items)
+
+    @staticmethod
+    def _finish(item: _Text | _ToolCall | _Image) -> AssistantContent:
+        if isinstance(item, _Text):
+            text = "".join(item.parts)
+            if item.kind is ThinkingBlock:
+                return ThinkingBlock(text=text, signature=item.signature, state=item.state)
+            block: AssistantContent = item.kind(text=text)
+            return block
+        if isinstance(item, _ToolCall):
+            if not item.id or not item.name:
+                raise AccumulatorError(f"tool call {item.index} never received its id and name")
+            raw = "".join(item.arguments).strip() or "{}"
+            try:
+                arguments = json.loads(raw)
+            except ValueError:
+                raise AccumulatorError(
+                    f"tool call {item.index} has arguments that are not JSON"
+                ) from None
+            if not isinstance(arguments, dict):
+                raise AccumulatorError(
+                    f"tool call {item.index} has arguments that are not an object"
+                )
+            return ToolUseBlock(id=item.id, name=item.name, input=arguments)
+        if item.media_type is None:
+            raise AccumulatorError(f"image {item.index} never received its media type")
+        return ImageBlock(media_type=item.media_type, data=b"".join(item.data))

@@ -1,0 +1,82 @@
+"""Blocks to and from A2A parts, held against the official SDK's Part type."""
+
+from __future__ import annotations
+
+import pytest
+from a2a.types import Part as ProtoPart
+from google.protobuf.json_format import ParseDict
+
+from looping_core.a2a.models import Part
+from looping_core.a2a.protojson import from_wire, to_wire
+from looping_core.content import (
+    AudioBlock,
+    DocumentBlock,
+    ImageBlock,
+    ProviderPayload,
+    RefusalBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from looping_core.content.a2a import UnsupportedPart, block_to_part, part_to_block
+from looping_core.content.errors import NoA2AForm
+
+ROUND_TRIPS = [
+    TextBlock("hello"),
+    ImageBlock("image/png", url="https://example.com/a.png"),
+    ImageBlock("image/png", data=b"\x89PNG"),
+    AudioBlock("audio/wav", data=b"RIFF"),
+    AudioBlock("audio/mpeg", url="https://example.com/a.mp3"),
+    DocumentBlock("application/pdf", "r.pdf", data=b"%PDF", text="extracted"),
+    DocumentBlock("application/pdf", "r.pdf", data=b"%PDF"),
+    DocumentBlock("text/markdown", "notes.md", text="# Notes"),
+]
+
+
+@pytest.mark.parametrize("block", ROUND_TRIPS, ids=lambda b: type(b).__name__)
+def test_blocks_round_trip_through_parts(block: object) -> None:
+    part = block_to_part(block)  # type: ignore[arg-type]
+    wire = to_wire(part)
+    ParseDict(wire, ProtoPart())  # strict: the official type accepts exactly this
+    assert part_to_block(from_wire(wire, Part)) == block
+
+
+def test_wire_shapes() -> None:
+    assert to_wire(block_to_part(TextBlock("hi"))) == {"text": "hi"}
+    assert to_wire(block_to_part(ImageBlock("image/png", data=b"\x01\x02"))) == {
+        "raw": "AQI=",
+        "mediaType": "image/png",
+    }
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        ThinkingBlock("x", signature=ProviderPayload("a", "s")),
+        ToolUseBlock("c", "f", {}),
+        ToolResultBlock("c"),
+        RefusalBlock(""),
+    ],
+    ids=lambda b: type(b).__name__,
+)
+def test_blocks_without_an_a2a_form_are_refused_clearly(block: object) -> None:
+    with pytest.raises(NoA2AForm, match=f"a {block.TAG} block has no A2A part form"):  # type: ignore[attr-defined]
+        block_to_part(block)  # type: ignore[arg-type]
+
+
+def test_a_data_part_becomes_a_json_document() -> None:
+    block = part_to_block(Part(data={"b": 1, "a": [True]}))
+    assert block == DocumentBlock("application/json", "data.json", text='{"a":[true],"b":1}')
+
+
+def test_a_url_to_a_document_has_no_block_form() -> None:
+    with pytest.raises(UnsupportedPart):
+        part_to_block(Part(url="https://example.com/r.pdf", media_type="application/pdf"))
+
+
+def test_a_part_holds_exactly_one_content() -> None:
+    with pytest.raises(ValueError, match="exactly one of text, raw, url or data"):
+        Part(text="a", url="b")
+    with pytest.raises(ValueError, match="exactly one"):
+        Part()
