@@ -37,8 +37,15 @@ def structure_bool(value: object, _: type) -> bool:
     return value
 
 
+def structure_float(value: object, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"expected a number, got {_json_type(value)}")
+    return float(value)
+
+
 def register_strict_primitives(converter: cattrs.Converter) -> None:
     """Make `converter` refuse wrong primitive types instead of coercing them."""
+    converter.register_structure_hook(float, structure_float)
     converter.register_structure_hook(str, structure_str)
     converter.register_structure_hook(int, structure_int)
     converter.register_structure_hook(bool, structure_bool)

@@ -1,7 +1,9 @@
 """`create_app(config)`: the aiohttp application factory (never subclass `web.Application`).
 
-Routes live here, in one place. Everything expensive or fallible (the signing key, the signed
-cards) is done when the app is created, so a bad key fails `looping serve` before it listens.
+Routes live here, in one place. Everything fallible is done before the app serves: the signing
+key and the signed cards when the app is created; the plugins and the agents then too; the
+database migrations, plugin stores and crash recovery in the startup context, which aiohttp
+finishes before the first request is accepted.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from aiohttp import web
 from looping_core.a2a.edge import (
     CARD_PATH,
     JWKS_PATH,
+    Edge,
     build_edge,
     handle_agent_card,
     handle_jwks,
@@ -22,8 +25,16 @@ from looping_core.a2a.edge import (
 )
 from looping_core.a2a.jwks import JwksCache
 from looping_core.a2a.methods import METHODS as DEFAULT_METHODS
-from looping_core.appkeys import EDGE, JWKS_CACHE, METHODS
+from looping_core.a2a.push import PushDeliverer, PushSigner
+from looping_core.agent import Agent, AgentContext, load_agent_class
+from looping_core.appkeys import DELIVERER, EDGE, JWKS_CACHE, METHODS, RUNNER, STORE
 from looping_core.config import Config
+from looping_core.contract import PluginStore
+from looping_core.plugins import PluginHost
+from looping_core.runner import EmbeddedRunner
+from looping_core.store.db import Database
+from looping_core.store.migrations import bind, ensure_plugin_stores, upgrade
+from looping_core.store.tasks import TaskStore
 
 __all__ = ["create_app"]
 
@@ -33,29 +44,80 @@ def create_app(
     *,
     environ: Mapping[str, str] | None = None,
     today: datetime.date | None = None,
+    plugins: PluginHost | None = None,
 ) -> web.Application:
-    """The A2A edge for `config`. Raises `SigningKeyError` if the signing key is unusable."""
+    """The agent server for `config`.
+
+    Raises `SigningKeyError`, `PluginProblems` or `AgentLoadError` before anything listens.
+    """
     edge = build_edge(config, environ, today)
+    host = plugins if plugins is not None else PluginHost.load(config, environ)
+    tenant_plugins = {
+        tenant_id: host.for_plugins(
+            tenant.plugins if tenant.plugins is not None else host.registry.keys
+        )
+        for tenant_id, tenant in config.tenants.items()
+    }
+    agents = {
+        tenant_id: load_agent_class(tenant_id, tenant.agent)(
+            AgentContext(tenant=tenant_id, plugins=tenant_plugins[tenant_id])
+        )
+        for tenant_id, tenant in config.tenants.items()
+    }
     app = web.Application(client_max_size=config.server.max_body_bytes)
     app[EDGE] = edge
     app[METHODS] = DEFAULT_METHODS
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
-    app.cleanup_ctx.append(_jwks_cache(config))
+    app.cleanup_ctx.append(_services(config, edge, host, agents, tenant_plugins))
     return app
 
 
-def _jwks_cache(config: Config) -> Callable[[web.Application], AsyncIterator[None]]:
-    """The gateway key cache and its HTTP session live exactly as long as the app."""
+def _services(
+    config: Config,
+    edge: Edge,
+    host: PluginHost,
+    agents: Mapping[str, Agent],
+    tenant_plugins: Mapping[str, PluginHost],
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The store, the HTTP client, the push deliverer and the runner, for the app's lifetime."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
+        database = Database.from_url(config.store.url)
+        stores = [c.item for c in host.registry.stores.values()]
+        await database.run(_prepare, database, stores)
+        store = TaskStore(database)
         async with aiohttp.ClientSession() as session:
             app[JWKS_CACHE] = JwksCache(
                 session,
                 ttl=config.security.jwks_cache_seconds,
                 refetch_interval=config.security.jwks_refetch_interval_seconds,
             )
-            yield
+            signer = PushSigner(
+                key=edge.signing_key,
+                jwks_url=config.server.base_url + JWKS_PATH,
+                issuer=config.server.base_url,
+            )
+            deliverer = PushDeliverer(store, session, signer, config.push)
+            runner = EmbeddedRunner(
+                store, agents, tenant_plugins, config.runner, on_settled=deliverer.wake
+            )
+            app[STORE], app[RUNNER], app[DELIVERER] = store, runner, deliverer
+            await runner.recover()
+            deliverer.start()
+            try:
+                yield
+            finally:
+                await runner.close()
+                await deliverer.stop()
+                database.close()
 
     return context
+
+
+def _prepare(database: Database, stores: list[PluginStore]) -> None:
+    """Core migrations, then every plugin store's `ensure_tables` (on the store's thread)."""
+    bind(database.peewee)
+    upgrade(database.peewee)
+    ensure_plugin_stores(database.peewee, stores)

@@ -11,9 +11,15 @@ if TYPE_CHECKING:
     from looping_core.a2a.edge import Edge
     from looping_core.a2a.jsonrpc import Method
     from looping_core.a2a.jwks import JwksCache
+    from looping_core.a2a.push import PushDeliverer
+    from looping_core.runner import EmbeddedRunner
+    from looping_core.store.tasks import TaskStore
 
-__all__ = ["EDGE", "JWKS_CACHE", "METHODS"]
+__all__ = ["DELIVERER", "EDGE", "JWKS_CACHE", "METHODS", "RUNNER", "STORE"]
 
 EDGE: web.AppKey[Edge] = web.AppKey("edge")
 JWKS_CACHE: web.AppKey[JwksCache] = web.AppKey("jwks_cache")
 METHODS: web.AppKey[Mapping[str, Method]] = web.AppKey("methods")
+STORE: web.AppKey[TaskStore] = web.AppKey("store")
+RUNNER: web.AppKey[EmbeddedRunner] = web.AppKey("runner")
+DELIVERER: web.AppKey[PushDeliverer] = web.AppKey("deliverer")

@@ -38,7 +38,9 @@ __all__ = [
     "CardConfig",
     "Config",
     "PluginsConfig",
+    "PushConfig",
     "RetiredKey",
+    "RunnerConfig",
     "SecurityConfig",
     "ServerConfig",
     "SkillConfig",
@@ -143,6 +145,37 @@ class TenantConfig:
     card: CardConfig
     plugins: tuple[str, ...] | None = None
     """The subset of `[plugins] enabled` this tenant uses; absent means all of them."""
+    allow_configless: bool = False
+    """Accept SendMessage without an inline push config (the official SDK client, conformance
+    suites); the gateway contract requires one."""
+    max_wait_seconds: int = 30
+    """How long a blocking SendMessage (`returnImmediately: false`) waits for the task to end or
+    ask for input before it returns the task as it is."""
+
+
+@attrs.frozen
+class RunnerConfig:
+    """`[runner]`: the embedded runner that executes turns in-process."""
+
+    concurrency: int = 16
+    """Turns running at once; more wait their turn."""
+    on_restart: str = "fail"
+    """What happens to turns a crash left SUBMITTED or WORKING: "fail" them, or "resume" them."""
+    restart_message: str = "The agent restarted while it was working on this task."
+    """The status message of a task failed by a restart."""
+
+
+@attrs.frozen
+class PushConfig:
+    """`[push]`: delivering push notifications through the durable outbox."""
+
+    timeout_seconds: float = 10.0
+    max_attempts: int = 8
+    max_age_seconds: int = 86_400
+    """A notification older than this is given up (expired), whatever its attempts."""
+    backoff_seconds: float = 1.0
+    """The first retry waits about this long; each further one twice as long (with jitter)."""
+    backoff_max_seconds: float = 300.0
 
 
 @attrs.frozen
@@ -162,6 +195,8 @@ class Config:
     security: SecurityConfig = SecurityConfig()
     store: StoreConfig = StoreConfig()
     card: CardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
+    runner: RunnerConfig = RunnerConfig()
+    push: PushConfig = PushConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 
@@ -268,6 +303,8 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     server = _parse_section(raw, "server", ServerConfig, problems)
     security = _parse_section(raw, "security", SecurityConfig, problems)
     store = _parse_section(raw, "store", StoreConfig, problems)
+    runner = _parse_section(raw, "runner", RunnerConfig, problems)
+    push = _parse_section(raw, "push", PushConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
@@ -275,12 +312,18 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     for unknown in raw:
         problems.append(
             f"unknown section {unknown!r}; the sections are server, security, store, card, "
-            f"plugins and tenants @ $.{unknown}"
+            f"runner, push, plugins and tenants @ $.{unknown}"
         )
     problems.extend(_check_server(server))
     problems.extend(_check_security(security))
+    problems.extend(_check_runner(runner, push))
     for tenant_id, tenant in tenants.items():
         problems.extend(_check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
+        if not 0 <= tenant.max_wait_seconds <= 600:
+            problems.append(
+                "max_wait_seconds must be between 0 and 600 "
+                f"@ $.tenants.{tenant_id}.max_wait_seconds"
+            )
     if card is not None:
         problems.extend(_check_card(card, "$.card", need_skills=False))
     problems.extend(_check_cross_references(plugins, tenants))
@@ -292,6 +335,8 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         security=security,
         store=store,
         card=card,
+        runner=runner,
+        push=push,
         plugins=plugins,
         tenants=tenants,
     )
@@ -406,6 +451,24 @@ def _check_security(security: SecurityConfig) -> list[str]:
                 "x must be a base64url Ed25519 public key (32 bytes) "
                 f"@ $.security.retired_keys[{index}].x"
             )
+    return problems
+
+
+def _check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
+    problems = []
+    if runner.concurrency < 1:
+        problems.append("concurrency must be at least 1 @ $.runner.concurrency")
+    if runner.on_restart not in ("fail", "resume"):
+        problems.append('on_restart must be "fail" or "resume" @ $.runner.on_restart')
+    if not 0 < push.timeout_seconds <= 120:
+        problems.append("timeout_seconds must be above 0 and at most 120 @ $.push.timeout_seconds")
+    if push.max_attempts < 1:
+        problems.append("max_attempts must be at least 1 @ $.push.max_attempts")
+    if push.backoff_seconds <= 0 or push.backoff_max_seconds < push.backoff_seconds:
+        problems.append(
+            "backoff_seconds must be above 0 and at most backoff_max_seconds "
+            "@ $.push.backoff_seconds"
+        )
     return problems
 
 

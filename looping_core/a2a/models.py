@@ -8,24 +8,47 @@ a field without one is REQUIRED. `None` marks proto3 `optional` fields: unset is
 
 from __future__ import annotations
 
+import datetime
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 __all__ = [
+    "TERMINAL_STATES",
     "AgentCapabilities",
     "AgentCard",
     "AgentCardSignature",
     "AgentInterface",
     "AgentProvider",
     "AgentSkill",
+    "Artifact",
+    "AuthenticationInfo",
+    "CancelTaskRequest",
+    "DeleteTaskPushNotificationConfigRequest",
     "GetExtendedAgentCardRequest",
+    "GetTaskPushNotificationConfigRequest",
+    "GetTaskRequest",
     "HttpAuthSecurityScheme",
+    "ListTaskPushNotificationConfigsRequest",
+    "ListTaskPushNotificationConfigsResponse",
+    "ListTasksRequest",
+    "ListTasksResponse",
+    "Message",
     "Part",
+    "Role",
     "SecurityRequirement",
     "SecurityScheme",
+    "SendMessageConfiguration",
+    "SendMessageRequest",
+    "StreamResponse",
     "StringList",
+    "Task",
+    "TaskPushNotificationConfig",
+    "TaskState",
+    "TaskStatus",
+    "TaskStatusUpdateEvent",
 ]
 
 
@@ -137,3 +160,195 @@ class Part:
     metadata: Mapping[str, Any] | None = None
     filename: str = ""
     media_type: str = ""
+
+
+class Role(enum.Enum):
+    ROLE_UNSPECIFIED = 0
+    ROLE_USER = 1
+    ROLE_AGENT = 2
+
+
+class TaskState(enum.Enum):
+    TASK_STATE_UNSPECIFIED = 0
+    TASK_STATE_SUBMITTED = 1
+    TASK_STATE_WORKING = 2
+    TASK_STATE_COMPLETED = 3
+    TASK_STATE_FAILED = 4
+    TASK_STATE_CANCELED = 5
+    TASK_STATE_INPUT_REQUIRED = 6
+    TASK_STATE_REJECTED = 7
+    TASK_STATE_AUTH_REQUIRED = 8
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in TERMINAL_STATES
+
+    @property
+    def is_interrupted(self) -> bool:
+        return self in (TaskState.TASK_STATE_INPUT_REQUIRED, TaskState.TASK_STATE_AUTH_REQUIRED)
+
+
+TERMINAL_STATES = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+
+
+def _at_least_one(instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    if not value:
+        raise ValueError(f"{attribute.name} needs at least one element")
+
+
+@attrs.frozen
+class Message:
+    message_id: str
+    role: Role
+    parts: tuple[Part, ...] = attrs.field(validator=_at_least_one)
+    context_id: str = ""
+    task_id: str = ""
+    metadata: Mapping[str, Any] | None = None
+    extensions: tuple[str, ...] = ()
+    reference_task_ids: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class TaskStatus:
+    state: TaskState
+    message: Message | None = None
+    timestamp: datetime.datetime | None = None
+
+
+@attrs.frozen
+class Artifact:
+    artifact_id: str
+    parts: tuple[Part, ...] = attrs.field(validator=_at_least_one)
+    name: str = ""
+    description: str = ""
+    metadata: Mapping[str, Any] | None = None
+    extensions: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Task:
+    id: str
+    context_id: str
+    status: TaskStatus
+    artifacts: tuple[Artifact, ...] = ()
+    history: tuple[Message, ...] = ()
+    metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class AuthenticationInfo:
+    scheme: str
+    credentials: str = ""
+
+
+@attrs.frozen
+class TaskPushNotificationConfig:
+    url: str
+    tenant: str = ""
+    id: str = ""
+    task_id: str = ""
+    token: str = ""
+    authentication: AuthenticationInfo | None = None
+
+
+@attrs.frozen
+class SendMessageConfiguration:
+    accepted_output_modes: tuple[str, ...] = ()
+    task_push_notification_config: TaskPushNotificationConfig | None = None
+    history_length: int | None = None
+    return_immediately: bool = False
+
+
+@attrs.frozen
+class SendMessageRequest:
+    message: Message
+    tenant: str = ""
+    configuration: SendMessageConfiguration | None = None
+    metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class GetTaskRequest:
+    id: str
+    tenant: str = ""
+    history_length: int | None = None
+
+
+@attrs.frozen
+class ListTasksRequest:
+    tenant: str = ""
+    context_id: str = ""
+    status: TaskState = TaskState.TASK_STATE_UNSPECIFIED
+    page_size: int | None = None
+    page_token: str = ""
+    history_length: int | None = None
+    status_timestamp_after: datetime.datetime | None = None
+    include_artifacts: bool = False
+
+
+@attrs.frozen
+class ListTasksResponse:
+    """All four fields are REQUIRED, so all four are always written (even `nextPageToken: ""`)."""
+
+    tasks: tuple[Task, ...]
+    next_page_token: str
+    page_size: int
+    total_size: int
+
+
+@attrs.frozen
+class CancelTaskRequest:
+    id: str
+    tenant: str = ""
+    metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class GetTaskPushNotificationConfigRequest:
+    task_id: str
+    id: str
+    tenant: str = ""
+
+
+@attrs.frozen
+class DeleteTaskPushNotificationConfigRequest:
+    task_id: str
+    id: str
+    tenant: str = ""
+
+
+@attrs.frozen
+class ListTaskPushNotificationConfigsRequest:
+    task_id: str
+    tenant: str = ""
+    page_size: int | None = None
+    page_token: str = ""
+
+
+@attrs.frozen
+class ListTaskPushNotificationConfigsResponse:
+    configs: tuple[TaskPushNotificationConfig, ...]
+    next_page_token: str = ""
+
+
+@attrs.frozen
+class TaskStatusUpdateEvent:
+    task_id: str
+    context_id: str
+    status: TaskStatus
+    metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
+class StreamResponse:
+    """A oneof: exactly one member is set (pushes send `task` or `status_update`)."""
+
+    task: Task | None = None
+    status_update: TaskStatusUpdateEvent | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import attrs
@@ -35,6 +35,10 @@ UserContent = TextBlock | ImageBlock | AudioBlock | DocumentBlock
 AssistantContent = TextBlock | ImageBlock | AudioBlock | ThinkingBlock | ToolUseBlock | RefusalBlock
 
 
+def _as_tuple(blocks: Iterable[Any]) -> tuple[Any, ...]:
+    return tuple(blocks)
+
+
 def _only(*allowed: type[Any]) -> Any:
     def check(instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
         for block in value:
@@ -53,7 +57,7 @@ def _not_empty(instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any,
 class UserMessage:
     ROLE: ClassVar[str] = "user"
     content: tuple[UserContent, ...] = attrs.field(
-        converter=tuple,
+        converter=_as_tuple,
         validator=[_only(TextBlock, ImageBlock, AudioBlock, DocumentBlock), _not_empty],
     )
 
@@ -62,7 +66,7 @@ class UserMessage:
 class AssistantMessage:
     ROLE: ClassVar[str] = "assistant"
     content: tuple[AssistantContent, ...] = attrs.field(
-        converter=tuple,
+        converter=_as_tuple,
         validator=_only(
             TextBlock, ImageBlock, AudioBlock, ThinkingBlock, ToolUseBlock, RefusalBlock
         ),
@@ -74,7 +78,7 @@ class AssistantMessage:
 class SystemMessage:
     ROLE: ClassVar[str] = "system"
     content: tuple[TextBlock, ...] = attrs.field(
-        converter=tuple, validator=[_only(TextBlock), _not_empty]
+        converter=_as_tuple, validator=[_only(TextBlock), _not_empty]
     )
 
 
@@ -84,7 +88,7 @@ class ToolResultMessage:
 
     ROLE: ClassVar[str] = "tool"
     content: tuple[ToolResultBlock, ...] = attrs.field(
-        converter=tuple, validator=[_only(ToolResultBlock), _not_empty]
+        converter=_as_tuple, validator=[_only(ToolResultBlock), _not_empty]
     )
 
 

@@ -20,13 +20,16 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+import aiohttp
+import attrs
 from aiohttp import web
 
 from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
 from looping_core.a2a.keys import SigningKey
+from looping_core.a2a.push import verify_push
 from looping_core.testing.keys import ed25519_private_jwk
 
-__all__ = ["FakeGateway", "make_gateway_token"]
+__all__ = ["FakeGateway", "ReceivedPush", "make_gateway_token"]
 
 _DELETE = object()
 
@@ -71,8 +74,27 @@ def make_gateway_token(
     return sign_compact(protected, body, key.key, algorithm)
 
 
+@attrs.frozen
+class ReceivedPush:
+    """One push notification as the fake gateway received it, and its verification."""
+
+    inbox: str
+    headers: Mapping[str, str]
+    body: bytes
+    claims: Mapping[str, Any] | None
+    """The verified signature claims, or `None` when verification failed (see `error`)."""
+    error: str | None
+    status: int
+    """What the gateway answered (503 while `push_failures` lasts)."""
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
 class FakeGateway:
-    """A gateway for tests: real Ed25519 key, real JWKS server on 127.0.0.1, token minting."""
+    """A gateway for tests: real Ed25519 key, real JWKS server on 127.0.0.1, token minting, and
+    push receivers that verify every push against the agent's JWKS."""
 
     def __init__(self, *, kid: str = "gateway-key-1", host: str = "127.0.0.1") -> None:
         self.private_jwk = ed25519_private_jwk(kid)
@@ -86,6 +108,14 @@ class FakeGateway:
         """Seconds the JWKS route waits before answering (for timeout tests)."""
         self.jwks_redirect: str | None = None
         """Answer the JWKS route with a 302 to this URL instead."""
+        self.agent_jwks_url: str | None = None
+        """The agent's JWKS; pushes are verified against it (set it before pushes arrive)."""
+        self.push_failures = 0
+        """Answer this many more pushes with 503 before accepting them."""
+        self.pushes: list[ReceivedPush] = []
+        self.push_token = "push-token-" + uuid.uuid4().hex
+        self.push_credentials = "push-credentials-" + uuid.uuid4().hex
+        self._push_arrived = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -107,9 +137,111 @@ class FakeGateway:
         options.update(kwargs)
         return make_gateway_token(self.private_jwk, aud=aud, tenant=tenant, sub=sub, **options)
 
+    def push_url(self, inbox: str = "inbox") -> str:
+        return f"{self.origin}/push/{inbox}"
+
+    def push_config(self, inbox: str = "inbox") -> dict[str, Any]:
+        """An inline `taskPushNotificationConfig` aimed at one of this gateway's inboxes."""
+        return {
+            "url": self.push_url(inbox),
+            "token": self.push_token,
+            "authentication": {"scheme": "Bearer", "credentials": self.push_credentials},
+        }
+
+    async def send_turn(
+        self,
+        endpoint: str,
+        *,
+        tenant: str,
+        text: str,
+        message_id: str | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        inbox: str | None = "inbox",
+        return_immediately: bool = True,
+        subject: str = "caller",
+    ) -> tuple[int, Any]:
+        """Send one turn the way the gateway does: a fresh token, A2A-Version 1.0, a
+        `SendMessage` with an inline push config aimed back at this gateway."""
+        message: dict[str, Any] = {
+            "messageId": message_id or str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+        if task_id:
+            message["taskId"] = task_id
+        if context_id:
+            message["contextId"] = context_id
+        configuration: dict[str, Any] = {"returnImmediately": return_immediately}
+        if inbox is not None:
+            configuration["taskPushNotificationConfig"] = self.push_config(inbox)
+        params = {"tenant": tenant, "message": message, "configuration": configuration}
+        return await self.call(endpoint, "SendMessage", params, tenant=tenant, subject=subject)
+
+    async def call(
+        self,
+        endpoint: str,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        tenant: str,
+        subject: str = "caller",
+    ) -> tuple[int, Any]:
+        """One JSON-RPC call to the agent with a fresh gateway token for `tenant`."""
+        token = self.token(tenant=tenant, aud=endpoint, sub=subject)
+        envelope = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
+        headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(endpoint, json=envelope, headers=headers) as response,
+        ):
+            return response.status, await response.json()
+
+    async def wait_for_pushes(self, count: int, timeout: float = 10.0) -> list[ReceivedPush]:
+        """Wait until `count` pushes were accepted (2xx); return them."""
+
+        def accepted() -> list[ReceivedPush]:
+            return [push for push in self.pushes if 200 <= push.status < 300]
+
+        async with asyncio.timeout(timeout), self._push_arrived:
+            await self._push_arrived.wait_for(lambda: len(accepted()) >= count)
+        return accepted()
+
+    async def _receive_push(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        inbox = request.match_info["inbox"]
+        claims: Mapping[str, Any] | None = None
+        error: str | None = None
+        try:
+            claims = await self._verify(request, body, inbox)
+        except Exception as exc:
+            error = str(exc)
+        status = 200
+        if self.push_failures > 0:
+            self.push_failures -= 1
+            status = 503
+        async with self._push_arrived:
+            self.pushes.append(
+                ReceivedPush(inbox, dict(request.headers), body, claims, error, status)
+            )
+            self._push_arrived.notify_all()
+        return web.Response(status=status)
+
+    async def _verify(self, request: web.Request, body: bytes, inbox: str) -> Mapping[str, Any]:
+        if self.agent_jwks_url is None:
+            raise RuntimeError("set agent_jwks_url to verify pushes")
+        if request.headers.get("Authorization") != f"Bearer {self.push_credentials}":
+            raise RuntimeError("wrong Authorization")
+        if request.headers.get("X-A2A-Notification-Token") != self.push_token:
+            raise RuntimeError("wrong notification token")
+        async with aiohttp.ClientSession() as session, session.get(self.agent_jwks_url) as response:
+            jwks = await response.json()
+        return verify_push(request.headers, body, jwks, audience=self.push_url(inbox))
+
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/.well-known/jwks.json", self._serve_jwks)
+        app.router.add_post("/push/{inbox}", self._receive_push)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, 0).start()

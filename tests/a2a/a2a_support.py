@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -19,7 +21,7 @@ from looping_core.testing import ed25519_private_jwk
 KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
 
 
-def agent_config(port: int, gateway_origins: list[str]) -> Config:
+def agent_config(port: int, gateway_origins: list[str], store: Path, extra: str = "") -> Config:
     origins = json.dumps(gateway_origins)
     return parse_config(
         f"""
@@ -32,8 +34,13 @@ public_url = "http://127.0.0.1:{port}"
 signing_key = "env:{KEY_VARIABLE}"
 gateway_origins = {origins}
 
+[store]
+url = "sqlite:///{store}"
+
+{extra}
+
 [tenants.alice]
-agent = "agents.alice:Agent"
+agent = "a2a_agents:EchoAgent"
 [tenants.alice.card]
 name = "Alice"
 description = "Keeps Alice's notes."
@@ -41,11 +48,20 @@ version = "1.2.0"
 skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
 
 [tenants.bob]
-agent = "agents.bob:Agent"
+agent = "a2a_agents:HoldingAgent"
 [tenants.bob.card]
 name = "Bob"
 description = "Answers for Bob."
 skills = [{{ id = "answer", name = "Answer", description = "Answers.", tags = ["qa"] }}]
+
+[tenants.sdk]
+agent = "a2a_agents:EchoAgent"
+allow_configless = true
+max_wait_seconds = 10
+[tenants.sdk.card]
+name = "Configless"
+description = "Accepts clients without a push config."
+skills = [{{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }}]
 """,
         source="agent-test.toml",
     )
@@ -100,12 +116,20 @@ class RunningAgent:
         return await self.post(envelope, **kwargs)
 
 
-async def start_agent(gateway_origins: list[str]) -> tuple[RunningAgent, web.AppRunner]:
+async def start_agent(
+    gateway_origins: list[str],
+    *,
+    store: Path | None = None,
+    extra: str = "",
+    signing_jwk: dict[str, Any] | None = None,
+) -> tuple[RunningAgent, web.AppRunner]:
+    """Start the agent server; `store` reuses a database file (a restart), `extra` adds TOML."""
     port = unused_port()
-    config = agent_config(port, gateway_origins)
-    signing_jwk = ed25519_private_jwk("agent-key-1")
+    store = store or Path(tempfile.mkdtemp(prefix="looping-test-")) / "looping.db"
+    config = agent_config(port, gateway_origins, store, extra)
+    signing_jwk = signing_jwk or ed25519_private_jwk("agent-key-1")
     app = create_app(config, environ={KEY_VARIABLE: json.dumps(signing_jwk)})
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", port).start()
     session = aiohttp.ClientSession()

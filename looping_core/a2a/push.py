@@ -1,0 +1,260 @@
+"""Push notifications: signing, verifying, and delivering them from the durable outbox.
+
+Each delivery is a `POST` of a `StreamResponse` (`application/a2a+json`) to the configured URL,
+with the configured `Authorization`, the `X-A2A-Notification-Token`, and the agent's own
+signature in `X-A2A-Notification-Signature`: a JWT (EdDSA, `kid`, `jku` = the agent's JWKS) whose
+claims bind it to the receiver (`aud` = the push URL), the task (`taskId`), the body
+(`body_sha256`) and the notification (`jti`, the same on every retry so receivers can drop
+duplicates). `verify_push` is the receiver's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import attrs
+from joserfc.errors import JoseError
+
+from looping_core.a2a._jose import (
+    ALGORITHMS,
+    b64url,
+    public_key,
+    read_unverified,
+    sign_compact,
+    verify_compact,
+)
+from looping_core.a2a.keys import SigningKey
+from looping_core.config import PushConfig
+from looping_core.errors import LoopingError
+from looping_core.store.tasks import OutboxItem, TaskStore, now_us
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TOKEN_HEADER",
+    "PushDeliverer",
+    "PushSignatureError",
+    "PushSigner",
+    "verify_push",
+]
+
+SIGNATURE_HEADER = "X-A2A-Notification-Signature"
+TOKEN_HEADER = "X-A2A-Notification-Token"
+CONTENT_TYPE = "application/a2a+json"
+SIGNATURE_LIFETIME = 300
+
+_log = logging.getLogger("looping_core.push")
+
+
+class PushSignatureError(LoopingError):
+    """A push's signature does not hold (`check` names which part)."""
+
+    def __init__(self, check: str, reason: str) -> None:
+        self.check = check
+        super().__init__(f"push signature rejected ({check}): {reason}")
+
+
+def body_digest(body: bytes) -> str:
+    return b64url(hashlib.sha256(body).digest())
+
+
+@attrs.frozen
+class PushSigner:
+    """Signs pushes as this agent: its key, its JWKS URL (`jku`) and its base URL (`iss`)."""
+
+    key: SigningKey
+    jwks_url: str
+    issuer: str
+
+    def sign(
+        self, *, url: str, task_id: str, jti: str, body: bytes, now: float | None = None
+    ) -> str:
+        issued = int(time.time() if now is None else now)
+        claims = {
+            "iss": self.issuer,
+            "aud": url,
+            "iat": issued,
+            "exp": issued + SIGNATURE_LIFETIME,
+            "jti": jti,
+            "taskId": task_id,
+            "body_sha256": body_digest(body),
+        }
+        header = {"typ": "JWT", "kid": self.key.kid, "jku": self.jwks_url}
+        return sign_compact(
+            header, json.dumps(claims, separators=(",", ":")).encode(), self.key.key
+        )
+
+
+def verify_push(
+    headers: Mapping[str, str],
+    body: bytes,
+    jwks: Mapping[str, Any],
+    *,
+    audience: str | None = None,
+    leeway: int = 30,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Verify a received push against the agent's JWKS; return its claims.
+
+    Checks: EdDSA only; a `kid` in `jwks`; the signature; `body_sha256` equals the body's hash;
+    `exp`/`iat`; `aud` equals `audience` when given (the URL the receiver is reachable at).
+    Receivers should also drop `jti`s they have already processed.
+    """
+    token = next((v for k, v in headers.items() if k.lower() == SIGNATURE_HEADER.lower()), None)
+    if not token:
+        raise PushSignatureError("signature-missing", f"no {SIGNATURE_HEADER} header")
+    try:
+        header, _ = read_unverified(token)
+    except ValueError as exc:
+        raise PushSignatureError("malformed", str(exc)) from None
+    if header.get("alg") not in ALGORITHMS:
+        raise PushSignatureError("algorithm-not-allowed", "only EdDSA signatures are accepted")
+    keys = {jwk.get("kid"): jwk for jwk in jwks.get("keys", []) if isinstance(jwk, dict)}
+    key = public_key(keys.get(header.get("kid"), {}))
+    if key is None:
+        raise PushSignatureError("unknown-kid", "the signing key is not in the agent's JWKS")
+    try:
+        claims = json.loads(verify_compact(token, key))
+    except (JoseError, ValueError):
+        raise PushSignatureError("bad-signature", "the signature does not verify") from None
+    if claims.get("body_sha256") != body_digest(body):
+        raise PushSignatureError("body-mismatch", "the body is not the one that was signed")
+    moment = time.time() if now is None else now
+    if not isinstance(claims.get("exp"), int | float) or moment > claims["exp"] + leeway:
+        raise PushSignatureError("expired", "the signature has expired")
+    if not isinstance(claims.get("iat"), int | float) or moment < claims["iat"] - leeway:
+        raise PushSignatureError("not-yet-valid", "the signature was issued in the future")
+    if audience is not None and claims.get("aud") != audience:
+        raise PushSignatureError("audience-mismatch", "the push was signed for another URL")
+    for name in ("jti", "taskId", "iss"):
+        if not isinstance(claims.get(name), str) or not claims[name]:
+            raise PushSignatureError("claims-invalid", f"the {name} claim is missing")
+    result: dict[str, Any] = claims
+    return result
+
+
+class PushDeliverer:
+    """Delivers pending outbox items: timeout, exponential backoff with jitter, bounded attempts
+    and age, every attempt recorded. Pending items survive restarts (they are rows)."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        session: aiohttp.ClientSession,
+        signer: PushSigner,
+        policy: PushConfig,
+        *,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._store = store
+        self._session = session
+        self._signer = signer
+        self._policy = policy
+        self._jitter = jitter
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
+
+    async def stop(self) -> None:
+        """Finish the current round, then stop (pending items stay queued for the next start)."""
+        if self._task is not None:
+            self._stopping = True
+            self._wake.set()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def wake(self) -> None:
+        """New items were queued: look now instead of at the next due time."""
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self.deliver_due()
+                due = await self._store.next_push_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("push delivery loop failed; retrying")
+                due = now_us() + 1_000_000
+            delay = 5.0 if due is None else max(0.0, (due - now_us()) / 1_000_000)
+            if self._stopping:
+                break
+            self._wake.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races the event being set.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(delay, 5.0)):
+                    await self._wake.wait()
+
+    async def deliver_due(self) -> int:
+        """Attempt every due item once; returns how many were attempted."""
+        items = await self._store.due_pushes()
+        await asyncio.gather(*(self._deliver(item) for item in items))
+        return len(items)
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        headers = {"Content-Type": CONTENT_TYPE}
+        if item.authentication is not None:
+            scheme, credentials = item.authentication
+            headers["Authorization"] = f"{scheme} {credentials}".strip()
+        if item.token:
+            headers[TOKEN_HEADER] = item.token
+        headers[SIGNATURE_HEADER] = self._signer.sign(
+            url=item.url, task_id=item.task_id, jti=item.jti, body=item.body
+        )
+        started = time.monotonic()
+        status: int | None = None
+        error: str | None = None
+        try:
+            async with self._session.post(
+                item.url,
+                data=item.body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self._policy.timeout_seconds),
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            error = type(exc).__name__
+        duration_ms = int((time.monotonic() - started) * 1000)
+        if status is not None and 200 <= status < 300:
+            await self._store.record_attempt(
+                item, status=status, error=None, duration_ms=duration_ms, outcome="delivered"
+            )
+            return
+        attempts = item.attempts + 1
+        age = (now_us() - item.created_ts) / 1_000_000
+        if attempts >= self._policy.max_attempts:
+            outcome, next_ts = "failed", None
+        elif age >= self._policy.max_age_seconds:
+            outcome, next_ts = "expired", None
+        else:
+            outcome, next_ts = "pending", now_us() + int(self._backoff(attempts) * 1_000_000)
+        _log.warning(
+            "push %s for task %s: attempt %d got %s; %s",
+            item.jti, item.task_id, attempts, status or error, outcome,
+        )  # fmt: skip
+        await self._store.record_attempt(
+            item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
+            next_attempt_ts=next_ts,
+        )  # fmt: skip
+
+    def _backoff(self, attempts: int) -> float:
+        """Exponential, capped, with "equal jitter": between half and all of the step."""
+        step = min(
+            self._policy.backoff_max_seconds, self._policy.backoff_seconds * 2 ** (attempts - 1)
+        )
+        return float(step / 2 + step / 2 * self._jitter())

@@ -1,0 +1,225 @@
+"""The embedded runner: turns run in this process, `SUBMITTED → WORKING →` terminal.
+
+Every state change is a guarded write in the store: a turn starts only if its task is still
+SUBMITTED, and ends only if it is still WORKING, so a cancel racing a completion ends in exactly
+one terminal state and each side learns from its own write whether it won. On startup, turns a
+crash left SUBMITTED or WORKING are resumed or failed, as `[runner] on_restart` says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Callable, Mapping
+
+from looping_core.a2a.models import Artifact, Message, Part, Role, TaskState
+from looping_core.agent import Agent, TurnInput, TurnOutcome, TurnResult
+from looping_core.config import RunnerConfig
+from looping_core.content import AssistantMessage, Block, RefusalBlock, TextBlock, UserMessage
+from looping_core.content import Message as ContentMessage
+from looping_core.content.a2a import block_to_part, parts_to_blocks
+from looping_core.content.blocks import AudioBlock, ImageBlock
+from looping_core.content.errors import ContentError
+from looping_core.contract import SessionRef, Turn
+from looping_core.plugins import PluginHost
+from looping_core.store.tasks import TaskStore
+
+__all__ = ["EmbeddedRunner"]
+
+_log = logging.getLogger("looping_core.runner")
+
+REFUSAL_METADATA = "looping.refusal"
+
+
+class EmbeddedRunner:
+    """Runs each tenant's agent on its turns, at most `concurrency` at a time."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        agents: Mapping[str, Agent],
+        plugins: Mapping[str, PluginHost],
+        config: RunnerConfig,
+        *,
+        on_settled: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._agents = agents
+        self._plugins = plugins
+        self._config = config
+        self._slots = asyncio.Semaphore(config.concurrency)
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._settled: dict[str, asyncio.Event] = {}
+        self._on_settled = on_settled
+
+    def start(self, task_id: str) -> None:
+        """Schedule the task's pending turn (idempotent while it is scheduled)."""
+        if task_id in self._running:
+            return
+        job = asyncio.create_task(self._run(task_id), name=f"looping-turn-{task_id}")
+        self._running[task_id] = job
+        job.add_done_callback(lambda _: self._running.pop(task_id, None))
+
+    async def wait_settled(self, task_id: str, timeout: float) -> None:
+        """Wait (at most `timeout` s) until the task's turn ends or asks for input."""
+        event = self._settled.setdefault(task_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await event.wait()
+
+    def cancel_local(self, task_id: str) -> None:
+        """Stop a turn running here (its task was canceled)."""
+        job = self._running.get(task_id)
+        if job is not None:
+            job.cancel()
+        self._settle(task_id)
+
+    async def recover(self) -> None:
+        """Deal with turns a crash left SUBMITTED or WORKING: resume or fail them."""
+        for task_id in await self._store.unfinished():
+            if self._config.on_restart == "resume":
+                await self._store.transition(
+                    task_id,
+                    TaskState.TASK_STATE_SUBMITTED,
+                    allowed_from=[TaskState.TASK_STATE_WORKING],
+                )
+                _log.info("resuming task %s after a restart", task_id)
+                self.start(task_id)
+            else:
+                message = _agent_message(
+                    (Part(text=self._config.restart_message),),
+                    metadata={"reason": "INTERRUPTED_BY_RESTART"},
+                )
+                await self._store.transition(
+                    task_id, TaskState.TASK_STATE_FAILED, status_message=message
+                )
+                _log.info("failed task %s: the agent restarted while it ran", task_id)
+        self._on_settled()
+
+    async def close(self) -> None:
+        jobs = list(self._running.values())
+        for job in jobs:
+            job.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)
+
+    async def _run(self, task_id: str) -> None:
+        try:
+            async with self._slots:
+                await self._run_turn(task_id)
+        except asyncio.CancelledError:
+            _log.info("turn of task %s stopped (canceled)", task_id)
+        except Exception:
+            _log.exception("turn of task %s failed in the runner", task_id)
+            await self._store.transition(
+                task_id,
+                TaskState.TASK_STATE_FAILED,
+                allowed_from=[TaskState.TASK_STATE_WORKING],
+                status_message=_agent_message((), metadata={"reason": "RUNNER_ERROR"}),
+            )
+        finally:
+            self._settle(task_id)
+
+    async def _run_turn(self, task_id: str) -> None:
+        if not await self._store.transition(
+            task_id, TaskState.TASK_STATE_WORKING, allowed_from=[TaskState.TASK_STATE_SUBMITTED]
+        ):
+            return  # canceled before it started, or already taken
+        task, caller = await self._store.get_unscoped(task_id)
+        agent = self._agents[caller.tenant]
+        history = tuple(_content(message) for message in task.history[:-1])
+        latest = task.history[-1]
+        turn = TurnInput(
+            task_id=task.id,
+            context_id=task.context_id,
+            caller=caller,
+            message=UserMessage(parts_to_blocks(latest.parts)),
+            history=tuple(m for m in history if m is not None),
+            a2a_message=latest,
+        )
+        session = SessionRef(caller.tenant, caller.issuer, caller.subject, task.context_id)
+        gate = self._plugins[caller.tenant]
+        if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
+            await self._finish(
+                task_id, TurnResult(TurnOutcome.REJECTED), reason="TURN_GATE_DECLINED"
+            )
+            return
+        try:
+            result = await agent.run(turn)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            _log.exception("agent of tenant %s failed on task %s", caller.tenant, task_id)
+            await self._finish(task_id, TurnResult(TurnOutcome.FAILED), reason="AGENT_ERROR")
+            return
+        await self._finish(task_id, result)
+
+    async def _finish(self, task_id: str, result: TurnResult, reason: str | None = None) -> None:
+        reply = _agent_message(_parts(result.reply)) if result.reply else None
+        status_message = (
+            reply
+            if result.outcome in (TurnOutcome.INPUT_REQUIRED, TurnOutcome.AUTH_REQUIRED)
+            else None
+        )
+        if reason is not None:
+            status_message = _agent_message((), metadata={"reason": reason})
+        artifacts = [
+            Artifact(
+                artifact_id=out.artifact_id,
+                parts=_parts(out.blocks),
+                name=out.name,
+                description=out.description,
+            )
+            for out in result.artifacts
+        ]
+        won = await self._store.transition(
+            task_id,
+            TaskState[result.outcome.value],
+            allowed_from=[TaskState.TASK_STATE_WORKING],
+            status_message=status_message,
+            reply=reply,
+            artifacts=artifacts,
+        )
+        if not won:
+            _log.info("task %s was canceled while its turn ran; its result is discarded", task_id)
+
+    def _settle(self, task_id: str) -> None:
+        event = self._settled.pop(task_id, None)
+        if event is not None:
+            event.set()
+        self._on_settled()
+
+
+def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:
+    if not parts:
+        parts = (Part(data=dict(metadata or {})),)
+    return Message(
+        message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, metadata=metadata
+    )
+
+
+def _parts(blocks: tuple[Block, ...]) -> tuple[Part, ...]:
+    """A2A parts for the blocks that have an A2A form; a refusal stays marked as one."""
+    parts = []
+    for block in blocks:
+        if isinstance(block, RefusalBlock):
+            parts.append(Part(text=block.text, metadata={REFUSAL_METADATA: True}))
+            continue
+        try:
+            parts.append(block_to_part(block))
+        except ContentError:
+            continue  # thinking and tool traffic stay inside the agent
+    return tuple(parts)
+
+
+def _content(message: Message) -> ContentMessage | None:
+    """A stored A2A message in the content vocabulary (`None` if nothing of it maps)."""
+    try:
+        blocks = parts_to_blocks(message.parts)
+    except ContentError:
+        return None
+    if message.role is Role.ROLE_USER:
+        return UserMessage(blocks) if blocks else None
+    kept = [b for b in blocks if isinstance(b, TextBlock | ImageBlock | AudioBlock)]
+    return AssistantMessage(kept)

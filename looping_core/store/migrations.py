@@ -1,0 +1,96 @@
+"""Core's numbered migration journal, and plugin stores' `ensure_tables`.
+
+Core migrations are applied in order at startup, before the first request is served, each in a
+transaction and recorded in `core_migration`. Plugin stores run `ensure_tables(db, from_version)`
+at every start (idempotent DDL) and their version is recorded in `plugin_migration`; plugins never
+touch core's journal.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Sequence
+
+import attrs
+import peewee
+
+from looping_core.contract import PluginStore
+from looping_core.store.models import CORE_MODELS, CoreMigration, PluginMigration, _Base
+
+__all__ = [
+    "MIGRATIONS",
+    "Migration",
+    "MigrationStatus",
+    "bind",
+    "ensure_plugin_stores",
+    "migration_status",
+    "upgrade",
+]
+
+
+@attrs.frozen
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[peewee.Database], None]
+
+
+def _initial_schema(db: peewee.Database) -> None:
+    db.create_tables(list(CORE_MODELS))
+
+
+MIGRATIONS: Sequence[Migration] = (
+    Migration(1, "tasks, messages, artifacts, push", _initial_schema),
+)
+
+
+@attrs.frozen
+class MigrationStatus:
+    applied: tuple[int, ...]
+    pending: tuple[Migration, ...]
+
+
+def bind(db: peewee.Database) -> None:
+    """Point core's models at `db`."""
+    _Base._meta.database.initialize(db)
+
+
+def _journal(db: peewee.Database) -> None:
+    db.create_tables([CoreMigration, PluginMigration], safe=True)
+
+
+def migration_status(db: peewee.Database) -> MigrationStatus:
+    bind(db)
+    _journal(db)
+    applied = tuple(row.version for row in CoreMigration.select().order_by(CoreMigration.version))
+    return MigrationStatus(applied, tuple(m for m in MIGRATIONS if m.version not in applied))
+
+
+def upgrade(db: peewee.Database) -> list[Migration]:
+    """Apply every pending core migration, in order; return what was applied."""
+    done = []
+    for migration in migration_status(db).pending:
+        with db.atomic():
+            migration.apply(db)
+            CoreMigration.create(version=migration.version, name=migration.name, applied_at=_now())
+        done.append(migration)
+    return done
+
+
+def ensure_plugin_stores(db: peewee.Database, stores: Sequence[PluginStore]) -> None:
+    """Run each plugin's `ensure_tables` from the version recorded last time, then record it."""
+    bind(db)
+    _journal(db)
+    for store in stores:
+        row = PluginMigration.get_or_none(PluginMigration.plugin == store.plugin)
+        store.ensure_tables(db, row.version if row else 0)
+        PluginMigration.insert(
+            plugin=store.plugin, version=store.version, updated_at=_now()
+        ).on_conflict(
+            conflict_target=[PluginMigration.plugin],
+            update={PluginMigration.version: store.version, PluginMigration.updated_at: _now()},
+        ).execute()
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

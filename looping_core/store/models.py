@@ -1,0 +1,131 @@
+"""Core's tables. Plugin tables are the plugins' own (see `PluginStore`).
+
+Wire objects (messages, artifacts, push configs, push bodies) are stored as their ProtoJSON text:
+the store keeps what the edge said and will say, and the columns beside them are what queries
+filter and sort on. Every caller-owned row carries (tenant, issuer, subject).
+"""
+
+from __future__ import annotations
+
+import peewee
+
+__all__ = [
+    "CORE_MODELS",
+    "CoreMigration",
+    "MessageRow",
+    "PluginMigration",
+    "PushAttempt",
+    "PushConfigRow",
+    "PushOutbox",
+    "TaskArtifactRow",
+    "TaskRow",
+]
+
+
+class _Base(peewee.Model):
+    class Meta:
+        database = peewee.DatabaseProxy()
+        legacy_table_names = False
+
+
+class CoreMigration(_Base):
+    version = peewee.IntegerField(primary_key=True)
+    name = peewee.TextField()
+    applied_at = peewee.DateTimeField()
+
+
+class PluginMigration(_Base):
+    plugin = peewee.TextField(primary_key=True)
+    version = peewee.IntegerField()
+    updated_at = peewee.DateTimeField()
+
+
+class TaskRow(_Base):
+    id = peewee.TextField(primary_key=True)
+    tenant = peewee.TextField()
+    issuer = peewee.TextField()
+    subject = peewee.TextField()
+    context_id = peewee.TextField()
+    state = peewee.IntegerField()
+    status_message = peewee.TextField(null=True)
+    status_ts = peewee.BigIntegerField()
+    """Microseconds since the epoch of the last status change (ListTasks sorts on it)."""
+    created_ts = peewee.BigIntegerField()
+
+    class Meta:
+        table_name = "tasks"
+        indexes = ((("tenant", "issuer", "subject", "status_ts"), False),)
+
+
+class MessageRow(_Base):
+    seq = peewee.AutoField()
+    task = peewee.ForeignKeyField(TaskRow, backref="messages", on_delete="CASCADE")
+    tenant = peewee.TextField()
+    issuer = peewee.TextField()
+    subject = peewee.TextField()
+    message_id = peewee.TextField()
+    body = peewee.TextField()
+
+    class Meta:
+        table_name = "messages"
+        # Idempotent turn start: one message id per caller, ever.
+        indexes = ((("tenant", "issuer", "subject", "message_id"), True),)
+
+
+class TaskArtifactRow(_Base):
+    seq = peewee.AutoField()
+    task = peewee.ForeignKeyField(TaskRow, backref="artifacts", on_delete="CASCADE")
+    artifact_id = peewee.TextField()
+    body = peewee.TextField()
+
+    class Meta:
+        table_name = "artifacts"
+        indexes = ((("task", "artifact_id"), True),)
+
+
+class PushConfigRow(_Base):
+    seq = peewee.AutoField()
+    task = peewee.ForeignKeyField(TaskRow, backref="push_configs", on_delete="CASCADE")
+    config_id = peewee.TextField()
+    body = peewee.TextField()
+
+    class Meta:
+        table_name = "push_configs"
+        indexes = ((("task", "config_id"), True),)
+
+
+class PushOutbox(_Base):
+    id = peewee.AutoField()
+    task_id = peewee.TextField()
+    config_id = peewee.TextField()
+    jti = peewee.TextField(unique=True)
+    url = peewee.TextField()
+    body = peewee.TextField()
+    state = peewee.TextField(default="pending")
+    """pending, delivered, failed (attempts used up), expired (too old), or dropped."""
+    attempts = peewee.IntegerField(default=0)
+    next_attempt_ts = peewee.BigIntegerField()
+    created_ts = peewee.BigIntegerField()
+
+    class Meta:
+        table_name = "push_outbox"
+        indexes = ((("state", "next_attempt_ts"), False),)
+
+
+class PushAttempt(_Base):
+    id = peewee.AutoField()
+    outbox = peewee.ForeignKeyField(PushOutbox, backref="attempt_rows", on_delete="CASCADE")
+    attempt = peewee.IntegerField()
+    at_ts = peewee.BigIntegerField()
+    status = peewee.IntegerField(null=True)
+    error = peewee.TextField(null=True)
+    duration_ms = peewee.IntegerField()
+
+    class Meta:
+        table_name = "push_attempts"
+
+
+CORE_MODELS: tuple[type[peewee.Model], ...] = (
+    TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt,
+)  # fmt: skip
+"""The models migration 1 creates (the journal tables exist before any migration)."""

@@ -1,0 +1,508 @@
+"""The task lifecycle end to end: real agent server, real SQLite file, a FakeGateway that sends
+turns and receives (and verifies) pushes."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import a2a_agents
+import pytest
+from a2a.types import (
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksResponse,
+    SendMessageResponse,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+)
+from google.protobuf.json_format import ParseDict
+
+from looping_core.a2a.gateway_token import Identity
+from looping_core.a2a.models import Message, Part, Role, TaskState
+from looping_core.appkeys import STORE
+from looping_core.testing import FakeGateway
+
+from a2a_support import RunningAgent, start_agent
+
+FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
+
+
+def strict(document: Any, proto: type) -> Any:
+    """Parse with the official SDK's protobuf type; unknown fields raise."""
+    return ParseDict(document, proto())
+
+
+@pytest.fixture
+async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
+    running, runner = await start_agent([gateway.origin], extra=FAST_PUSH)
+    gateway.agent_jwks_url = running.base_url + "/.well-known/jwks.json"
+    yield running
+    await running.session.close()
+    await runner.cleanup()
+
+
+async def send(
+    agent: RunningAgent, gateway: FakeGateway, text: str, tenant: str = "alice", **kw: Any
+) -> dict[str, Any]:
+    status, body = await gateway.send_turn(agent.endpoint, tenant=tenant, text=text, **kw)
+    assert status == 200, body
+    assert "result" in body, body
+    strict(body["result"], SendMessageResponse)
+    return body["result"]["task"]
+
+
+async def call(
+    agent: RunningAgent,
+    gateway: FakeGateway,
+    method: str,
+    params: dict[str, Any],
+    tenant: str = "alice",
+    subject: str = "caller",
+) -> dict[str, Any]:
+    status, body = await gateway.call(
+        agent.endpoint, method, {"tenant": tenant, **params}, tenant=tenant, subject=subject
+    )
+    assert status == 200, body
+    return body
+
+
+async def wait_state(
+    agent: RunningAgent,
+    gateway: FakeGateway,
+    task_id: str,
+    state: str,
+    tenant: str = "alice",
+    subject: str = "caller",
+) -> dict[str, Any]:
+    for _ in range(500):
+        task = (await call(agent, gateway, "GetTask", {"id": task_id}, tenant, subject))["result"]
+        if task["status"]["state"] == state:
+            return task
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} never reached {state}: {task['status']}")
+
+
+async def test_send_returns_submitted_then_a_verified_push_carries_the_result(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "hello")
+    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
+    [push] = await gateway.wait_for_pushes(1)
+    assert push.error is None, push.error
+    assert push.headers["Content-Type"] == "application/a2a+json"
+    assert push.claims is not None
+    assert push.claims["taskId"] == task["id"]
+    assert push.claims["iss"] == agent.base_url
+    pushed = strict(push.json, StreamResponse)
+    assert pushed.task.id == task["id"]
+    assert push.json["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert push.json["task"]["artifacts"][0]["parts"] == [{"text": "hello (after 0)"}]
+    done = (await call(agent, gateway, "GetTask", {"id": task["id"]}))["result"]
+    strict(done, Task)
+    assert [m["role"] for m in done["history"]] == ["ROLE_USER", "ROLE_AGENT"]
+
+
+async def test_fifty_concurrent_duplicates_make_one_task_and_one_turn(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    message_id = str(uuid.uuid4())
+    results = await asyncio.gather(
+        *(send(agent, gateway, "dup", message_id=message_id) for _ in range(50))
+    )
+    assert len({task["id"] for task in results}) == 1
+    task_id = results[0]["id"]
+    await wait_state(agent, gateway, task_id, "TASK_STATE_COMPLETED")
+    await gateway.wait_for_pushes(1)
+    await asyncio.sleep(0.05)
+    assert a2a_agents.RUNS[task_id] == 1
+    assert len([p for p in gateway.pushes if p.claims and p.claims["taskId"] == task_id]) == 1
+
+
+async def test_a_duplicate_after_a_restart_starts_nothing(gateway: FakeGateway) -> None:
+    first, runner = await start_agent([gateway.origin], extra=FAST_PUSH)
+    store_url = first.config.store.url.removeprefix("sqlite:///")
+    message_id = str(uuid.uuid4())
+    task = await send(first, gateway, "once", message_id=message_id)
+    await wait_state(first, gateway, task["id"], "TASK_STATE_COMPLETED")
+    await first.session.close()
+    await runner.cleanup()
+    again, runner = await start_agent([gateway.origin], store=Path(store_url), extra=FAST_PUSH)
+    try:
+        repeat = await send(again, gateway, "once", message_id=message_id)
+        assert repeat["id"] == task["id"]
+        assert repeat["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert a2a_agents.RUNS[task["id"]] == 1
+    finally:
+        await again.session.close()
+        await runner.cleanup()
+
+
+async def test_the_same_message_id_from_another_caller_is_another_task(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    message_id = str(uuid.uuid4())
+    mine = await send(agent, gateway, "a", message_id=message_id)
+    theirs = await send(agent, gateway, "a", message_id=message_id, subject="someone-else")
+    assert mine["id"] != theirs["id"]
+
+
+@pytest.mark.parametrize("attempt", range(10))
+async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
+    agent: RunningAgent, gateway: FakeGateway, attempt: int
+) -> None:
+    text = f"race-{uuid.uuid4()}"
+    task = await send(agent, gateway, text, tenant="bob")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_WORKING", "bob")
+    a2a_agents.RELEASE.setdefault(text, asyncio.Event())
+    cancel = asyncio.create_task(call(agent, gateway, "CancelTask", {"id": task["id"]}, "bob"))
+    if attempt % 2:
+        await asyncio.sleep(0)
+    a2a_agents.RELEASE[text].set()
+    canceled = await cancel
+    final = None
+    for _ in range(200):
+        final = (await call(agent, gateway, "GetTask", {"id": task["id"]}, "bob"))["result"]
+        if final["status"]["state"] in ("TASK_STATE_COMPLETED", "TASK_STATE_CANCELED"):
+            break
+        await asyncio.sleep(0.01)
+    assert final is not None
+    if "result" in canceled:
+        assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+        assert final["status"]["state"] == "TASK_STATE_CANCELED"
+        assert "artifacts" not in final  # the completion lost: its result was discarded
+    else:
+        assert canceled["error"]["code"] == -32002
+        assert final["status"]["state"] == "TASK_STATE_COMPLETED"
+    pushes = await gateway.wait_for_pushes(1)
+    states = [
+        p.json["task"]["status"]["state"]
+        for p in pushes
+        if p.claims and p.claims["taskId"] == task["id"]
+    ]
+    assert states == [final["status"]["state"]]
+
+
+async def test_guarded_terminal_writes_have_exactly_one_winner(agent: RunningAgent) -> None:
+    store = agent.app[STORE]
+    caller = Identity("alice", "https://gw", "x")
+    for _ in range(20):
+        message = Message(
+            message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="x"),)
+        )
+        task_id = (await store.start_turn(caller, message, None)).task.id
+        outcomes = await asyncio.gather(
+            store.transition(task_id, TaskState.TASK_STATE_COMPLETED),
+            store.transition(task_id, TaskState.TASK_STATE_CANCELED),
+            store.transition(task_id, TaskState.TASK_STATE_FAILED),
+        )
+        assert sorted(outcomes) == [False, False, True]
+
+
+async def test_cancel_of_a_terminal_or_unknown_task(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "x")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED")
+    body = await call(agent, gateway, "CancelTask", {"id": task["id"]})
+    assert body["error"]["code"] == -32002
+    assert (await call(agent, gateway, "CancelTask", {"id": "no-such-task"}))["error"][
+        "code"
+    ] == -32001
+
+
+async def test_input_required_then_a_follow_up_by_task_id_only(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "ask")
+    asked = await wait_state(agent, gateway, task["id"], "TASK_STATE_INPUT_REQUIRED")
+    assert asked["status"]["message"]["parts"] == [{"text": "which one?"}]
+    follow = await send(agent, gateway, "the blue one", task_id=task["id"])
+    assert follow["id"] == task["id"]
+    assert follow["contextId"] == task["contextId"]  # inferred from the task
+    done = await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED")
+    assert done["artifacts"][0]["parts"] == [{"text": "the blue one (after 2)"}]
+    states = [p.json["task"]["status"]["state"] for p in await gateway.wait_for_pushes(2)]
+    assert states == ["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_COMPLETED"]
+
+
+async def test_follow_up_errors(agent: RunningAgent, gateway: FakeGateway) -> None:
+    asked = await send(agent, gateway, "ask")
+    await wait_state(agent, gateway, asked["id"], "TASK_STATE_INPUT_REQUIRED")
+    status, body = await gateway.send_turn(
+        agent.endpoint, tenant="alice", text="x", task_id=asked["id"], context_id="another-context"
+    )
+    assert body["error"]["code"] == -32602
+    done = await send(agent, gateway, "x")
+    await wait_state(agent, gateway, done["id"], "TASK_STATE_COMPLETED")
+    _, body = await gateway.send_turn(
+        agent.endpoint, tenant="alice", text="more", task_id=done["id"]
+    )
+    assert body["error"]["code"] == -32004
+    _, body = await gateway.send_turn(
+        agent.endpoint, tenant="alice", text="more", task_id="no-such-task"
+    )
+    assert body["error"]["code"] == -32001
+
+
+async def test_history_length(agent: RunningAgent, gateway: FakeGateway) -> None:
+    task = await send(agent, gateway, "h")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED")
+    full = (await call(agent, gateway, "GetTask", {"id": task["id"]}))["result"]
+    none = (await call(agent, gateway, "GetTask", {"id": task["id"], "historyLength": 0}))["result"]
+    last = (await call(agent, gateway, "GetTask", {"id": task["id"], "historyLength": 1}))["result"]
+    assert len(full["history"]) == 2
+    assert "history" not in none
+    assert [m["role"] for m in last["history"]] == ["ROLE_AGENT"]
+    bad = await call(agent, gateway, "GetTask", {"id": task["id"], "historyLength": -1})
+    assert bad["error"]["code"] == -32602
+
+
+async def test_list_tasks_pages_newest_first(agent: RunningAgent, gateway: FakeGateway) -> None:
+    ids = []
+    for index in range(5):
+        task = await send(agent, gateway, f"t{index}", subject="lister")
+        await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED", subject="lister")
+        ids.append(task["id"])
+    seen, token = [], None
+    while True:
+        params: dict[str, Any] = {"pageSize": 2}
+        if token:
+            params["pageToken"] = token
+        page = (await call(agent, gateway, "ListTasks", params, subject="lister"))["result"]
+        strict(page, ListTasksResponse)
+        assert page["totalSize"] == 5
+        assert page["pageSize"] == 2
+        assert "nextPageToken" in page
+        assert all("artifacts" not in task for task in page["tasks"])
+        seen += [task["id"] for task in page["tasks"]]
+        token = page["nextPageToken"]
+        if not token:
+            break
+    assert seen == list(reversed(ids))
+    with_artifacts = (
+        await call(
+            agent, gateway, "ListTasks", {"includeArtifacts": True, "pageSize": 1}, subject="lister"
+        )
+    )["result"]
+    assert with_artifacts["tasks"][0]["artifacts"]
+
+
+async def test_list_tasks_filters_and_errors(agent: RunningAgent, gateway: FakeGateway) -> None:
+    asked = await send(agent, gateway, "ask", subject="filters")
+    await wait_state(agent, gateway, asked["id"], "TASK_STATE_INPUT_REQUIRED", subject="filters")
+    by_state = (
+        await call(
+            agent, gateway, "ListTasks", {"status": "TASK_STATE_INPUT_REQUIRED"}, subject="filters"
+        )
+    )["result"]
+    assert [t["id"] for t in by_state["tasks"]] == [asked["id"]]
+    by_context = (
+        await call(
+            agent, gateway, "ListTasks", {"contextId": asked["contextId"]}, subject="filters"
+        )
+    )["result"]
+    assert by_context["totalSize"] == 1
+    empty = (await call(agent, gateway, "ListTasks", {"contextId": "nope"}, subject="filters"))[
+        "result"
+    ]
+    assert empty == {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
+    for params in (
+        {"pageSize": 0},
+        {"pageSize": 101},
+        {"pageToken": "garbage!"},
+        {"status": "completed"},
+        {"historyLength": -2},
+    ):
+        assert (await call(agent, gateway, "ListTasks", params))["error"]["code"] == -32602
+
+
+async def test_send_without_a_push_config_is_refused_by_the_gateway_contract(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    status, body = await gateway.send_turn(agent.endpoint, tenant="alice", text="x", inbox=None)
+    assert status == 200
+    assert body["error"]["code"] == -32602
+    assert (
+        body["error"]["data"][1]["fieldViolations"][0]["field"]
+        == "params.configuration.taskPushNotificationConfig"
+    )
+
+
+async def test_a_configless_tenant_blocks_until_the_task_ends(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    status, body = await gateway.send_turn(
+        agent.endpoint, tenant="sdk", text="hi", inbox=None, return_immediately=False
+    )
+    assert status == 200, body
+    task = body["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["artifacts"][0]["parts"] == [{"text": "hi (after 0)"}]
+
+
+async def test_push_urls_must_be_on_an_allowlisted_gateway_origin(
+    agent: RunningAgent, gateway: FakeGateway, other_gateway: FakeGateway
+) -> None:
+    params = {
+        "message": {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {
+            "taskPushNotificationConfig": {"url": "http://169.254.169.254/latest/meta-data"}
+        },
+    }
+    body = await call(agent, gateway, "SendMessage", params)
+    assert body["error"]["code"] == -32602
+    listed = (await call(agent, gateway, "ListTasks", {}))["result"]
+    assert listed["totalSize"] == 0  # nothing was stored
+    task = await send(agent, gateway, "x")
+    body = await call(
+        agent,
+        gateway,
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task["id"], "url": other_gateway.push_url()},
+    )
+    assert body["error"]["code"] == -32602
+
+
+async def test_push_config_methods_and_nothing_sent_after_delete(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "ask")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_INPUT_REQUIRED")
+    await gateway.wait_for_pushes(1)
+    created = (
+        await call(
+            agent,
+            gateway,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task["id"], **gateway.push_config("second")},
+        )
+    )["result"]
+    strict(created, TaskPushNotificationConfig)
+    config_id = created["id"]
+    got = (
+        await call(
+            agent, gateway, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}
+        )
+    )["result"]
+    assert got == created
+    listed = (
+        await call(agent, gateway, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+    )["result"]
+    strict(listed, ListTaskPushNotificationConfigsResponse)
+    assert len(listed["configs"]) == 2
+    for _ in range(2):  # idempotent
+        assert (
+            await call(
+                agent,
+                gateway,
+                "DeleteTaskPushNotificationConfig",
+                {"taskId": task["id"], "id": config_id},
+            )
+        )["result"] == {}
+    gone = await call(
+        agent, gateway, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}
+    )
+    assert gone["error"]["code"] == -32001
+    await send(agent, gateway, "done now", task_id=task["id"])
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED")
+    await gateway.wait_for_pushes(2)
+    await asyncio.sleep(0.1)
+    assert [p.inbox for p in gateway.pushes] == ["inbox", "inbox"]
+
+
+async def test_a_receiver_failing_three_times_gets_the_same_jti(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    gateway.push_failures = 3
+    task = await send(agent, gateway, "retry me")
+    [delivered] = await gateway.wait_for_pushes(1)
+    attempts = [p for p in gateway.pushes if p.claims and p.claims["taskId"] == task["id"]]
+    assert [p.status for p in attempts] == [503, 503, 503, 200]
+    assert {p.claims["jti"] for p in attempts if p.claims} == {delivered.claims["jti"]}  # type: ignore[index]
+    for _ in range(200):  # the deliverer records the outcome after the receiver answered
+        [row] = await agent.app[STORE].outbox(task["id"])
+        if row["state"] != "pending":
+            break
+        await asyncio.sleep(0.01)
+    assert row["state"] == "delivered"
+    assert [a["status"] for a in row["attempts"]] == [503, 503, 503, 200]
+
+
+async def test_an_agent_that_raises_fails_the_task_without_details(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "boom")
+    failed = await wait_state(agent, gateway, task["id"], "TASK_STATE_FAILED")
+    assert failed["status"]["message"]["parts"] == [{"data": {"reason": "AGENT_ERROR"}}]
+    assert "exploded" not in str(failed)
+    [push] = await gateway.wait_for_pushes(1)
+    assert push.json["task"]["status"]["state"] == "TASK_STATE_FAILED"
+
+
+async def test_a_refusal_is_rejected_and_stays_a_refusal(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    task = await send(agent, gateway, "refuse")
+    rejected = await wait_state(agent, gateway, task["id"], "TASK_STATE_REJECTED")
+    assert rejected["history"][-1]["parts"] == [{"text": "", "metadata": {"looping.refusal": True}}]
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        "GetTask",
+        "CancelTask",
+        "ListTaskPushNotificationConfigs",
+        "SendMessage",
+        "GetTaskPushNotificationConfig",
+        "CreateTaskPushNotificationConfig",
+        "DeleteTaskPushNotificationConfig",
+    ],
+)
+async def test_other_callers_and_tenants_get_task_not_found(
+    agent: RunningAgent, gateway: FakeGateway, method: str
+) -> None:
+    task = await send(agent, gateway, "ask")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_INPUT_REQUIRED")
+    params = {
+        "GetTask": {"id": task["id"]},
+        "CancelTask": {"id": task["id"]},
+        "ListTaskPushNotificationConfigs": {"taskId": task["id"]},
+        "SendMessage": {
+            "message": {
+                "messageId": str(uuid.uuid4()),
+                "role": "ROLE_USER",
+                "parts": [{"text": "x"}],
+                "taskId": task["id"],
+            },
+            "configuration": {"taskPushNotificationConfig": gateway.push_config()},
+        },
+        "GetTaskPushNotificationConfig": {"taskId": task["id"], "id": "any"},
+        "CreateTaskPushNotificationConfig": {"taskId": task["id"], **gateway.push_config()},
+        "DeleteTaskPushNotificationConfig": {"taskId": task["id"], "id": "any"},
+    }[method]
+    other_caller = await call(agent, gateway, method, params, subject="mallory")
+    other_tenant = await call(agent, gateway, method, params, tenant="sdk")
+    assert other_caller["error"]["code"] == other_tenant["error"]["code"] == -32001
+    assert other_caller["error"]["message"] == "Task not found"
+    still = (await call(agent, gateway, "GetTask", {"id": task["id"]}))["result"]
+    assert still["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_list_tasks_shows_only_the_callers_tasks(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    await send(agent, gateway, "mine", subject="owner")
+    assert (await call(agent, gateway, "ListTasks", {}, subject="owner"))["result"][
+        "totalSize"
+    ] == 1
+    assert (await call(agent, gateway, "ListTasks", {}, subject="stranger"))["result"][
+        "totalSize"
+    ] == 0
+    assert (await call(agent, gateway, "ListTasks", {}, tenant="sdk", subject="owner"))["result"][
+        "totalSize"
+    ] == 0
