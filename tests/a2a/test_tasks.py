@@ -235,6 +235,7 @@ async def test_follow_up_errors(agent: RunningAgent, gateway: FakeGateway) -> No
     status, body = await gateway.send_turn(
         agent.endpoint, tenant="alice", text="x", task_id=asked["id"], context_id="another-context"
     )
+    assert status == 200  # a client's mistake is a JSON-RPC error, not an HTTP failure
     assert body["error"]["code"] == -32602
     done = await send(agent, gateway, "x")
     await wait_state(agent, gateway, done["id"], "TASK_STATE_COMPLETED")
