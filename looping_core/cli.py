@@ -17,10 +17,13 @@ import click
 from aiohttp import web
 
 from looping_core.a2a.keys import generate_signing_key
+from looping_core.agent import load_agent_class
 from looping_core.app import create_app
 from looping_core.config import Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
+from looping_core.store.db import Database
+from looping_core.store.migrations import migration_status, plugin_versions, upgrade
 
 __all__ = ["main"]
 
@@ -63,6 +66,8 @@ def check(config_path: Path | None) -> None:
     """Validate the config and the selected plugins; exit 1 listing every problem."""
     config = load_config(resolve_config_path(config_path))
     host = PluginHost.load(config)
+    for tenant_id, tenant in config.tenants.items():
+        load_agent_class(tenant_id, tenant.agent)
     keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
     click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
 
@@ -99,6 +104,50 @@ def serve(config_path: Path | None) -> None:
     server = config.server
     click.echo(f"looping: serving {server.endpoint_url} on {server.host}:{server.port}")
     web.run_app(app, host=server.host, port=server.port, print=None)
+
+
+@main.group()
+def db() -> None:
+    """See and apply the store's migrations."""
+
+
+@db.command("status")
+@_config_option
+@_clean_errors
+def db_status(config_path: Path | None) -> None:
+    """Show applied and pending core migrations, and plugin store versions."""
+    config = load_config(resolve_config_path(config_path))
+    database = Database.from_url(config.store.url)
+    try:
+        status = database.run_sync(migration_status, database.peewee)
+        plugins = database.run_sync(plugin_versions, database.peewee)
+    finally:
+        database.close()
+    click.echo(f"store: {config.store.url}")
+    for version in status.applied:
+        click.echo(f"  applied  {version:04d}")
+    for migration in status.pending:
+        click.echo(f"  pending  {migration.version:04d}  {migration.name}")
+    for plugin, version in sorted(plugins.items()):
+        click.echo(f"  plugin   {plugin} at version {version}")
+    if not status.pending:
+        click.echo("up to date")
+
+
+@db.command("upgrade")
+@_config_option
+@_clean_errors
+def db_upgrade(config_path: Path | None) -> None:
+    """Apply pending core migrations now (the server also does it when it starts)."""
+    config = load_config(resolve_config_path(config_path))
+    database = Database.from_url(config.store.url)
+    try:
+        applied = database.run_sync(upgrade, database.peewee)
+    finally:
+        database.close()
+    for migration in applied:
+        click.echo(f"applied {migration.version:04d}  {migration.name}")
+    click.echo("up to date")
 
 
 def _tenants(config: Config) -> str:

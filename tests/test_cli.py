@@ -23,7 +23,7 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
-        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: none.\n"
+        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: words.\n"
     )
 
 
@@ -128,3 +128,28 @@ def test_plugins_list_with_a_broken_config_is_a_clean_error(
     assert result.stderr == (
         f"{path}: 1 config problem:\n  - expected a list of plugin keys @ $.plugins.enabled\n"
     )
+
+
+def test_check_imports_each_tenants_agent(looping_cli: Cli, tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "agents.toml",
+        '[tenants.t]\nagent = "no_such_module:Agent"\n'
+        '[tenants.t.card]\nname = "T"\ndescription = "T."\n'
+        'skills = [{ id = "s", name = "S", description = "S.", tags = ["s"] }]\n',
+    )
+    result = looping_cli("check", "--config", path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "tenants.t.agent: cannot import 'no_such_module' (ModuleNotFoundError: No module named "
+        "'no_such_module'); install the distribution that provides it or fix the module path\n"
+    )
+
+
+def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
+    path = write(tmp_path / "db.toml", f'[store]\nurl = "sqlite:///{tmp_path / "store.db"}"\n')
+    before = looping_cli("db", "status", "--config", path)
+    assert "  pending  0001  tasks, messages, artifacts, push\n" in before.stdout
+    upgraded = looping_cli("db", "upgrade", "--config", path)
+    assert upgraded.stdout == "applied 0001  tasks, messages, artifacts, push\nup to date\n"
+    after = looping_cli("db", "status", "--config", path)
+    assert after.stdout.endswith("  applied  0001\nup to date\n")

@@ -24,6 +24,7 @@ __all__ = [
     "bind",
     "ensure_plugin_stores",
     "migration_status",
+    "plugin_versions",
     "upgrade",
 ]
 
@@ -64,6 +65,13 @@ def migration_status(db: peewee.Database) -> MigrationStatus:
     _journal(db)
     applied = tuple(row.version for row in CoreMigration.select().order_by(CoreMigration.version))
     return MigrationStatus(applied, tuple(m for m in MIGRATIONS if m.version not in applied))
+
+
+def plugin_versions(db: peewee.Database) -> dict[str, int]:
+    """The plugin store versions recorded so far."""
+    bind(db)
+    _journal(db)
+    return {row.plugin: row.version for row in PluginMigration.select()}
 
 
 def upgrade(db: peewee.Database) -> list[Migration]:

@@ -1,0 +1,53 @@
+"""The example config served for real: a gateway turn in, a verified push with the artifact out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import attrs
+import peewee
+from aiohttp import web
+from aiohttp.test_utils import unused_port
+
+from looping_core.app import create_app
+from looping_core.config import load_config
+from looping_core.testing import FakeGateway, ed25519_private_jwk
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "looping.toml"
+
+
+async def test_a_turn_through_the_example_config(fake_gateway: FakeGateway, tmp_path: Path) -> None:
+    config = load_config(EXAMPLE)
+    port = unused_port()
+    server = attrs.evolve(config.server, port=port, public_url=f"http://127.0.0.1:{port}")
+    security = attrs.evolve(config.security, gateway_origins=(fake_gateway.origin,))
+    store = attrs.evolve(config.store, url=f"sqlite:///{tmp_path / 'looping.db'}")
+    config = attrs.evolve(config, server=server, security=security, store=store)
+    key = json.dumps(ed25519_private_jwk("example-key"))
+    runner = web.AppRunner(create_app(config, environ={"A2A_SIGNING_KEY": key}), shutdown_timeout=5)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        fake_gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+        status, body = await fake_gateway.send_turn(
+            config.server.endpoint_url, tenant="words", text="one two three four"
+        )
+        assert status == 200, body
+        [push] = await fake_gateway.wait_for_pushes(1)
+        assert push.error is None, push.error
+        task = push.json["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"] == [
+            {"artifactId": task["artifacts"][0]["artifactId"], "name": "word-count",
+             "parts": [{"text": "4"}]}
+        ]  # fmt: skip
+    finally:
+        await runner.cleanup()
+    database = peewee.SqliteDatabase(str(tmp_path / "looping.db"))
+    # The plugin store was ensured at startup and its version recorded.
+    assert "example_notes" in database.get_tables()
+    assert database.execute_sql("SELECT plugin, version FROM plugin_migration").fetchall() == [
+        ("example-notes", 2)
+    ]
+    database.close()
