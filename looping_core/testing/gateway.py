@@ -110,6 +110,8 @@ class FakeGateway:
         """Answer the JWKS route with a 302 to this URL instead."""
         self.agent_jwks_url: str | None = None
         """The agent's JWKS; pushes are verified against it (set it before pushes arrive)."""
+        self.verify_pushes = True
+        """Verify every push (fetching the agent's JWKS each time); benchmarks turn it off."""
         self.push_failures = 0
         """Answer this many more pushes with 503 before accepting them."""
         self.pushes: list[ReceivedPush] = []
@@ -212,10 +214,11 @@ class FakeGateway:
         inbox = request.match_info["inbox"]
         claims: Mapping[str, Any] | None = None
         error: str | None = None
-        try:
-            claims = await self._verify(request, body, inbox)
-        except Exception as exc:
-            error = str(exc)
+        if self.verify_pushes:
+            try:
+                claims = await self._verify(request, body, inbox)
+            except Exception as exc:
+                error = str(exc)
         status = 200
         if self.push_failures > 0:
             self.push_failures -= 1
