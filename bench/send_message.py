@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -93,9 +92,10 @@ async def run_levels(
     for concurrency in levels:
         rps, latencies, failures = await drive(send, concurrency, total)
         results[concurrency] = rps
+        p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         print(
-            f"{name:<14} c={concurrency:<3} {rps:8.0f} req/s   p50 {percentile(latencies, 0.5):7.2f} ms"
-            f"   p99 {percentile(latencies, 0.99):7.2f} ms   non-200: {failures}",
+            f"{name:<14} c={concurrency:<3} {rps:8.0f} req/s   p50 {p50:7.2f} ms"
+            f"   p99 {p99:7.2f} ms   non-200: {failures}",
             flush=True,
         )
     return results
@@ -158,10 +158,11 @@ async def bench_sdk(levels: list[int], total: int) -> dict[int, float]:
         await wait_ready(url, server, {"jsonrpc": "2.0", "id": 0, "method": "x"})
 
         async def send(session: aiohttp.ClientSession) -> int:
-            body = {
-                "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                "params": {"message": message("one two three"), "configuration": {"returnImmediately": True}},
-            }  # fmt: skip
+            params = {
+                "message": message("one two three"),
+                "configuration": {"returnImmediately": True},
+            }
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
             async with session.post(url, json=body, headers={"A2A-Version": "1.0"}) as response:
                 payload = await response.json()
                 return response.status if "result" in payload else 599
