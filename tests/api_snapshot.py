@@ -105,7 +105,10 @@ def render() -> str:
                 lines.extend(_members(value))
             elif callable(value):
                 lines.append(f"  {_def(value)} {where}{signature(value)}")
-            elif isinstance(value, str | int | float | bool | frozenset | tuple):
+            elif isinstance(value, frozenset):
+                items = ", ".join(sorted(map(repr, value)))
+                lines.append(f"  {where}: frozenset = {{{items}}}")
+            elif isinstance(value, str | int | float | bool | tuple):
                 lines.append(f"  {where}: {type(value).__name__} = {value!r}")
             else:
                 keys = (

@@ -45,7 +45,7 @@ signing_key = "env:LPT_SERVE_KEY"
 gateway_origins = ["http://127.0.0.1:9"]
 {plugins}
 [tenants.alice]
-agent = "agents:Alice"
+agent = "looping_plugins_example.agent:WordCountAgent"
 [tenants.alice.card]
 name = "Alice"
 description = "Alice's agent."
