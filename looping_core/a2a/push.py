@@ -167,10 +167,10 @@ class PushDeliverer:
         self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
 
     async def stop(self) -> None:
-        """Finish the current round, then stop (pending items stay queued for the next start)."""
+        """Stop delivering; whatever was not delivered stays queued for the next start."""
         if self._task is not None:
             self._stopping = True
-            self._wake.set()
+            self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 

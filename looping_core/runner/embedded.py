@@ -122,11 +122,10 @@ class EmbeddedRunner:
             self._settle(task_id)
 
     async def _run_turn(self, task_id: str) -> None:
-        if not await self._store.transition(
-            task_id, TaskState.TASK_STATE_WORKING, allowed_from=[TaskState.TASK_STATE_SUBMITTED]
-        ):
+        begun = await self._store.begin_turn(task_id)
+        if begun is None:
             return  # canceled before it started, or already taken
-        task, caller = await self._store.get_unscoped(task_id)
+        task, caller = begun
         agent = self._agents[caller.tenant]
         history = tuple(_content(message) for message in task.history[:-1])
         latest = task.history[-1]

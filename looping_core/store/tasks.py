@@ -20,7 +20,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
-import peewee
 
 from looping_core.a2a.errors import (
     InvalidParams,
@@ -44,11 +43,9 @@ from looping_core.a2a.models import (
 from looping_core.a2a.protojson import from_wire, to_wire
 from looping_core.store.db import Database
 from looping_core.store.models import (
-    MessageRow,
     PushAttempt,
     PushConfigRow,
     PushOutbox,
-    TaskArtifactRow,
     TaskRow,
 )
 
@@ -96,11 +93,37 @@ class OutboxItem:
     authentication: tuple[str, str] | None
 
 
+@attrs.frozen
+class _Head:
+    """The columns of a task row a snapshot needs."""
+
+    id: str
+    context_id: str
+    state: int
+    status_message: str | None
+    status_ts: int
+
+
+_HEAD = "SELECT id, context_id, state, status_message, status_ts FROM tasks"
+
+
 class TaskStore:
-    """Async task storage; every call runs on the database's own thread."""
+    """Async task storage; every call runs on the database's own thread.
+
+    The hot path (a turn's writes, snapshots, the outbox) is plain parameterized SQL: building
+    peewee queries cost more than running them. The schema itself is the peewee models'.
+    """
 
     def __init__(self, database: Database) -> None:
         self._db = database
+        self._param = database.peewee.param
+        self._statements: dict[str, str] = {}
+
+    def _sql(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement (written with `?` placeholders) on the store's connection."""
+        if self._param != "?":
+            statement = self._statements.setdefault(statement, statement.replace("?", self._param))
+        return self._db.peewee.execute_sql(statement, tuple(params))  # type: ignore[no-untyped-call]
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -114,74 +137,74 @@ class TaskStore:
     def _start_turn(
         self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
     ) -> TurnStart:
+        scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.peewee.atomic():
-            duplicate = (
-                _scoped(MessageRow, caller)
-                .where(MessageRow.message_id == message.message_id)
-                .first()
-            )
+            duplicate = self._sql(
+                "SELECT task_id FROM messages"
+                " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
+                (*scope, message.message_id),
+            ).fetchone()
             if duplicate is not None:
-                return TurnStart(
-                    self._snapshot(duplicate.task_id, None, include_artifacts=True), False
-                )
+                return TurnStart(self._snapshot(duplicate[0], None, include_artifacts=True), False)
             stamp = now_us()
             if message.task_id:
-                row = self._owned(caller, message.task_id)
-                state = TaskState(row.state)
-                if message.context_id and message.context_id != row.context_id:
-                    raise InvalidParams(
-                        "params.message.contextId does not match the task's context",
-                        violations=[
-                            ("params.message.contextId", "does not match the task's contextId")
-                        ],
-                    )
-                if state.is_terminal:
-                    raise UnsupportedOperation(
-                        "The task is in a terminal state; start a new task in the same context"
-                    )
-                if not state.is_interrupted:
-                    raise UnsupportedOperation(
-                        "The task is still working; send a follow-up when it asks for input"
-                    )
-                updated = (
-                    TaskRow.update(
-                        state=TaskState.TASK_STATE_SUBMITTED.value,
-                        status_message=None,
-                        status_ts=stamp,
-                    )
-                    .where((TaskRow.id == row.id) & (TaskRow.state == row.state))
-                    .execute()
-                )
+                head = self._owned(caller, message.task_id)
+                self._check_follow_up(message, head)
+                updated = self._sql(
+                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?"
+                    " WHERE id = ? AND state = ?",
+                    (TaskState.TASK_STATE_SUBMITTED.value, stamp, head.id, head.state),
+                ).rowcount
                 if updated != 1:
                     raise UnsupportedOperation("The task changed state; fetch it and try again")
-                task_id, context_id = row.id, row.context_id
+                task_id, context_id = head.id, head.context_id
             else:
                 task_id = str(uuid.uuid4())
                 context_id = message.context_id or str(uuid.uuid4())
-                TaskRow.create(
-                    id=task_id,
-                    tenant=caller.tenant,
-                    issuer=caller.issuer,
-                    subject=caller.subject,
-                    context_id=context_id,
-                    state=TaskState.TASK_STATE_SUBMITTED.value,
-                    status_ts=stamp,
-                    created_ts=stamp,
+                self._sql(
+                    "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
+                    " status_message, status_ts, created_ts) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                    (
+                        task_id,
+                        *scope,
+                        context_id,
+                        TaskState.TASK_STATE_SUBMITTED.value,
+                        stamp,
+                        stamp,
+                    ),
                 )
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
-            MessageRow.create(
-                task=task_id,
-                tenant=caller.tenant,
-                issuer=caller.issuer,
-                subject=caller.subject,
-                message_id=message.message_id,
-                body=_dump(stored),
+            self._sql(
+                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, *scope, message.message_id, _dump(stored)),
             )
             if push is not None:
                 # An inline config without an id takes the task's id (as the official SDK does),
                 # so the config a gateway re-sends with every turn replaces itself.
                 self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
-            return TurnStart(self._snapshot(task_id, None, include_artifacts=True), True)
+            if message.task_id:
+                return TurnStart(self._snapshot(task_id, None, include_artifacts=True), True)
+            status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=_timestamp(stamp))
+            task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
+            return TurnStart(task, True)
+
+    @staticmethod
+    def _check_follow_up(message: Message, head: _Head) -> None:
+        state = TaskState(head.state)
+        if message.context_id and message.context_id != head.context_id:
+            raise InvalidParams(
+                "params.message.contextId does not match the task's context",
+                violations=[("params.message.contextId", "does not match the task's contextId")],
+            )
+        if state.is_terminal:
+            raise UnsupportedOperation(
+                "The task is in a terminal state; start a new task in the same context"
+            )
+        if not state.is_interrupted:
+            raise UnsupportedOperation(
+                "The task is still working; send a follow-up when it asks for input"
+            )
 
     async def transition(
         self,
@@ -222,37 +245,72 @@ class TaskStore:
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
+        if not allowed_from:
+            return False
+        marks = ", ".join("?" * len(allowed_from))
         with self._db.peewee.atomic():
             won = (
-                TaskRow.update(
-                    state=to.value,
-                    status_message=_dump(status_message) if status_message else None,
-                    status_ts=now_us(),
-                )
-                .where(
-                    (TaskRow.id == task_id) & (TaskRow.state.in_([s.value for s in allowed_from]))
-                )
-                .execute()
-            ) == 1
+                self._sql(
+                    "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
+                    f" WHERE id = ? AND state IN ({marks})",
+                    (
+                        to.value,
+                        _dump(status_message) if status_message else None,
+                        now_us(),
+                        task_id,
+                        *(state.value for state in allowed_from),
+                    ),
+                ).rowcount
+                == 1
+            )
             if not won:
                 return False
-            row = TaskRow.get_by_id(task_id)
             for artifact in artifacts:
-                TaskArtifactRow.insert(
-                    task=task_id, artifact_id=artifact.artifact_id, body=_dump(artifact)
-                ).on_conflict(
-                    conflict_target=[TaskArtifactRow.task, TaskArtifactRow.artifact_id],
-                    update={TaskArtifactRow.body: _dump(artifact)},
-                ).execute()
+                self._sql(
+                    "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
+                    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+                    (task_id, artifact.artifact_id, _dump(artifact)),
+                )
             if reply is not None:
-                message = attrs.evolve(reply, task_id=task_id, context_id=row.context_id)
-                MessageRow.create(
-                    task=task_id, tenant=row.tenant, issuer=row.issuer, subject=row.subject,
-                    message_id=message.message_id, body=_dump(message),
-                )  # fmt: skip
+                tenant, issuer, subject, context_id = self._sql(
+                    "SELECT tenant, issuer, subject, context_id FROM tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+                message = attrs.evolve(reply, task_id=task_id, context_id=context_id)
+                self._sql(
+                    "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (task_id, tenant, issuer, subject, message.message_id, _dump(message)),
+                )
             if to in _NOTIFY:
                 self._queue_pushes(task_id)
             return True
+
+    async def begin_turn(self, task_id: str) -> tuple[Task, Identity] | None:
+        """For the runner: move a SUBMITTED task to WORKING and return it with its owner, or
+        `None` if it is no longer SUBMITTED (canceled, or taken by another runner)."""
+
+        def begin() -> tuple[Task, Identity] | None:
+            with self._db.peewee.atomic():
+                won = (
+                    self._sql(
+                        "UPDATE tasks SET state = ?, status_ts = ? WHERE id = ? AND state = ?",
+                        (
+                            TaskState.TASK_STATE_WORKING.value,
+                            now_us(),
+                            task_id,
+                            TaskState.TASK_STATE_SUBMITTED.value,
+                        ),
+                    ).rowcount
+                    == 1
+                )
+                if not won:
+                    return None
+                owner = self._sql(
+                    "SELECT tenant, issuer, subject FROM tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+                return self._snapshot(task_id, None, include_artifacts=False), Identity(*owner)
+
+        return await self._db.run(begin)
 
     async def cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
         """Cancel the caller's task; `TaskNotCancelable` if it is already terminal.
@@ -262,8 +320,8 @@ class TaskStore:
         return await self._db.run(self._cancel, caller, task_id)
 
     def _cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
-        row = self._owned(caller, task_id)
-        if TaskState(row.state).is_terminal:
+        head = self._owned(caller, task_id)
+        if TaskState(head.state).is_terminal:
             raise TaskNotCancelable(metadata={"taskId": task_id})
         won = self._transition(
             task_id,
@@ -300,17 +358,6 @@ class TaskStore:
 
         return await self._db.run(query)
 
-    async def get_unscoped(self, task_id: str) -> tuple[Task, Identity]:
-        """For the runner, which acts for the task's owner."""
-
-        def query() -> tuple[Task, Identity]:
-            row = TaskRow.get_by_id(task_id)
-            return self._snapshot(task_id, None, include_artifacts=True), Identity(
-                row.tenant, row.issuer, row.subject
-            )
-
-        return await self._db.run(query)
-
     async def list_tasks(self, caller: Identity, request: ListTasksRequest) -> ListTasksResponse:
         return await self._db.run(self._list, caller, request)
 
@@ -335,7 +382,10 @@ class TaskStore:
         rows = rows[:size]
         tasks = tuple(
             self._snapshot(
-                row.id, request.history_length, include_artifacts=request.include_artifacts, row=row
+                row.id,
+                request.history_length,
+                include_artifacts=request.include_artifacts,
+                head=_Head(row.id, row.context_id, row.state, row.status_message, row.status_ts),
             )
             for row in rows
         )
@@ -360,10 +410,11 @@ class TaskStore:
         self, task_id: str, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
         stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid.uuid4()), tenant="")
-        PushConfigRow.insert(task=task_id, config_id=stored.id, body=_dump(stored)).on_conflict(
-            conflict_target=[PushConfigRow.task, PushConfigRow.config_id],
-            update={PushConfigRow.body: _dump(stored)},
-        ).execute()
+        self._sql(
+            "INSERT INTO push_configs (task_id, config_id, body) VALUES (?, ?, ?)"
+            " ON CONFLICT (task_id, config_id) DO UPDATE SET body = excluded.body",
+            (task_id, stored.id, _dump(stored)),
+        )
         return stored
 
     async def get_push_config(
@@ -416,47 +467,55 @@ class TaskStore:
     # -- the outbox ---------------------------------------------------------------------------
 
     def _queue_pushes(self, task_id: str) -> None:
-        configs = (
-            PushConfigRow.select().where(PushConfigRow.task == task_id).order_by(PushConfigRow.seq)
-        )
+        configs = self._sql(
+            "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
+        ).fetchall()
         if not configs:
             return
-        body = json.dumps(
-            to_wire(StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))),
-            separators=(",", ":"),
-        )
+        snapshot = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
+        body = json.dumps(to_wire(snapshot), separators=(",", ":"))
         stamp = now_us()
-        for row in configs:
-            config = from_wire(json.loads(row.body), TaskPushNotificationConfig)
-            PushOutbox.create(
-                task_id=task_id, config_id=row.config_id, jti=str(uuid.uuid4()), url=config.url,
-                body=body, next_attempt_ts=stamp, created_ts=stamp,
-            )  # fmt: skip
+        for config_id, config in configs:
+            self._sql(
+                "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
+                " next_attempt_ts, created_ts) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
+                (
+                    task_id,
+                    config_id,
+                    str(uuid.uuid4()),
+                    json.loads(config)["url"],
+                    body,
+                    stamp,
+                    stamp,
+                ),
+            )
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
+        """Pending deliveries that are due, with their config's credentials."""
+
         def read() -> list[OutboxItem]:
-            rows = (
-                PushOutbox.select()
-                .where((PushOutbox.state == "pending") & (PushOutbox.next_attempt_ts <= now_us()))
-                .order_by(PushOutbox.next_attempt_ts)
-                .limit(limit)
-            )
+            rows = self._sql(
+                "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
+                " o.created_ts, c.body FROM push_outbox o LEFT JOIN push_configs c"
+                " ON c.task_id = o.task_id AND c.config_id = o.config_id"
+                " WHERE o.state = 'pending' AND o.next_attempt_ts <= ?"
+                " ORDER BY o.next_attempt_ts LIMIT ?",
+                (now_us(), limit),
+            ).fetchall()
             items = []
-            for row in rows:
-                config_row = PushConfigRow.get_or_none(
-                    (PushConfigRow.task == row.task_id) & (PushConfigRow.config_id == row.config_id)
-                )
-                if config_row is None:  # deleted since: nothing more is sent there
-                    PushOutbox.update(state="dropped").where(PushOutbox.id == row.id).execute()
+            for row_id, task_id, config_id, jti, url, body, attempts, created, config in rows:
+                if config is None:  # deleted since: nothing more is sent there
+                    self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
                     continue
-                config = from_wire(json.loads(config_row.body), TaskPushNotificationConfig)
-                auth = config.authentication
+                settings = json.loads(config)
+                auth = settings.get("authentication")
+                credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
                 items.append(
                     OutboxItem(
-                        id=row.id, task_id=row.task_id, config_id=row.config_id, jti=row.jti,
-                        url=row.url, body=row.body.encode(), attempts=row.attempts,
-                        created_ts=row.created_ts, token=config.token,
-                        authentication=(auth.scheme, auth.credentials) if auth else None,
+                        id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
+                        body=body.encode(), attempts=attempts, created_ts=created,
+                        token=settings.get("token", ""),
+                        authentication=credentials,
                     )
                 )  # fmt: skip
             return items
@@ -467,12 +526,10 @@ class TaskStore:
         """When the next pending push is due (µs since the epoch), or `None`."""
 
         def read() -> int | None:
-            row = (
-                PushOutbox.select(peewee.fn.MIN(PushOutbox.next_attempt_ts))
-                .where(PushOutbox.state == "pending")
-                .scalar()
-            )
-            return int(row) if row is not None else None
+            (due,) = self._sql(
+                "SELECT MIN(next_attempt_ts) FROM push_outbox WHERE state = 'pending'"
+            ).fetchone()
+            return int(due) if due is not None else None
 
         return await self._db.run(read)
 
@@ -490,17 +547,16 @@ class TaskStore:
 
         def write() -> None:
             with self._db.peewee.atomic():
-                PushAttempt.create(
-                    outbox=item.id, attempt=item.attempts + 1, at_ts=now_us(), status=status,
-                    error=error, duration_ms=duration_ms,
-                )  # fmt: skip
-                update: dict[Any, Any] = {
-                    PushOutbox.attempts: item.attempts + 1,
-                    PushOutbox.state: outcome,
-                }
-                if next_attempt_ts is not None:
-                    update[PushOutbox.next_attempt_ts] = next_attempt_ts
-                PushOutbox.update(update).where(PushOutbox.id == item.id).execute()
+                self._sql(
+                    "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
+                    " duration_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                    (item.id, item.attempts + 1, now_us(), status, error, duration_ms),
+                )
+                self._sql(
+                    "UPDATE push_outbox SET attempts = ?, state = ?,"
+                    " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
+                    (item.attempts + 1, outcome, next_attempt_ts, item.id),
+                )
 
         await self._db.run(write)
 
@@ -527,12 +583,14 @@ class TaskStore:
 
     # -- helpers (store thread only) ----------------------------------------------------------
 
-    def _owned(self, caller: Identity, task_id: str) -> TaskRow:
-        row = _scoped(TaskRow, caller).where(TaskRow.id == task_id).first()
+    def _owned(self, caller: Identity, task_id: str) -> _Head:
+        row = self._sql(
+            f"{_HEAD} WHERE id = ? AND tenant = ? AND issuer = ? AND subject = ?",
+            (task_id, caller.tenant, caller.issuer, caller.subject),
+        ).fetchone()
         if row is None:
             raise TaskNotFound(metadata={"taskId": task_id})
-        owned: TaskRow = row
-        return owned
+        return _Head(*row)
 
     def _snapshot(
         self,
@@ -540,38 +598,36 @@ class TaskStore:
         history_length: int | None,
         *,
         include_artifacts: bool,
-        row: TaskRow | None = None,
+        head: _Head | None = None,
     ) -> Task:
-        row = row or TaskRow.get_by_id(task_id)
+        head = head or _Head(*self._sql(f"{_HEAD} WHERE id = ?", (task_id,)).fetchone())
         history: tuple[Message, ...] = ()
         if history_length != 0:
-            query = (
-                MessageRow.select(MessageRow.body)
-                .where(MessageRow.task == task_id)
-                .order_by(MessageRow.seq.desc())
-            )
+            statement = "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC"
+            params: tuple[Any, ...] = (task_id,)
             if history_length is not None:
-                query = query.limit(history_length)
-            history = tuple(reversed([from_wire(json.loads(m.body), Message) for m in query]))
+                statement += " LIMIT ?"
+                params = (task_id, history_length)
+            bodies = [body for (body,) in self._sql(statement, params).fetchall()]
+            history = tuple(from_wire(json.loads(body), Message) for body in reversed(bodies))
         artifacts: tuple[Artifact, ...] = ()
         if include_artifacts:
-            rows = (
-                TaskArtifactRow.select()
-                .where(TaskArtifactRow.task == task_id)
-                .order_by(TaskArtifactRow.seq)
-            )
-            artifacts = tuple(from_wire(json.loads(a.body), Artifact) for a in rows)
+            rows = self._sql(
+                "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
+            ).fetchall()
+            artifacts = tuple(from_wire(json.loads(body), Artifact) for (body,) in rows)
         status_message = (
-            from_wire(json.loads(row.status_message), Message) if row.status_message else None
+            from_wire(json.loads(head.status_message), Message) if head.status_message else None
+        )
+        status = TaskStatus(
+            state=TaskState(head.state),
+            message=status_message,
+            timestamp=_timestamp(head.status_ts),
         )
         return Task(
-            id=row.id,
-            context_id=row.context_id,
-            status=TaskStatus(
-                state=TaskState(row.state),
-                message=status_message,
-                timestamp=_timestamp(row.status_ts),
-            ),
+            id=head.id,
+            context_id=head.context_id,
+            status=status,
             artifacts=artifacts,
             history=history,
         )

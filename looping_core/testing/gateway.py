@@ -237,7 +237,11 @@ class FakeGateway:
             raise RuntimeError("wrong Authorization")
         if request.headers.get("X-A2A-Notification-Token") != self.push_token:
             raise RuntimeError("wrong notification token")
-        async with aiohttp.ClientSession() as session, session.get(self.agent_jwks_url) as response:
+        timeout = aiohttp.ClientTimeout(total=5)
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(self.agent_jwks_url) as response,
+        ):
             jwks = await response.json()
         return verify_push(request.headers, body, jwks, audience=self.push_url(inbox))
 
@@ -245,7 +249,7 @@ class FakeGateway:
         app = web.Application()
         app.router.add_get("/.well-known/jwks.json", self._serve_jwks)
         app.router.add_post("/push/{inbox}", self._receive_push)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, 0).start()
         self._port = int(self._runner.addresses[0][1])
