@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 import click
+import peewee
 from aiohttp import web
 
 from looping_core.a2a.keys import generate_signing_key
@@ -117,12 +118,7 @@ def db() -> None:
 def db_status(config_path: Path | None) -> None:
     """Show applied and pending core migrations, and plugin store versions."""
     config = load_config(resolve_config_path(config_path))
-    database = Database.from_url(config.store.url)
-    try:
-        status = database.run_sync(migration_status, database.peewee)
-        plugins = database.run_sync(plugin_versions, database.peewee)
-    finally:
-        database.close()
+    status, plugins = _on_store(config, lambda db: (migration_status(db), plugin_versions(db)))
     click.echo(f"store: {config.store.url}")
     for version in status.applied:
         click.echo(f"  applied  {version:04d}")
@@ -139,15 +135,19 @@ def db_status(config_path: Path | None) -> None:
 @_clean_errors
 def db_upgrade(config_path: Path | None) -> None:
     """Apply pending core migrations now (the server also does it when it starts)."""
-    config = load_config(resolve_config_path(config_path))
-    database = Database.from_url(config.store.url)
-    try:
-        applied = database.run_sync(upgrade, database.peewee)
-    finally:
-        database.close()
+    applied = _on_store(load_config(resolve_config_path(config_path)), upgrade)
     for migration in applied:
         click.echo(f"applied {migration.version:04d}  {migration.name}")
     click.echo("up to date")
+
+
+def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
+    """Run `work` on the configured store's own thread, then close the store."""
+    database = Database.from_url(config.store.url)
+    try:
+        return database.run_sync(work, database.peewee)
+    finally:
+        database.close()
 
 
 def _tenants(config: Config) -> str:

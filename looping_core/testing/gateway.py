@@ -2,7 +2,7 @@
 
     async with FakeGateway() as gateway:
         token = gateway.token(tenant="alice", aud="http://127.0.0.1:8080/a2a")
-        ...
+        # send the token to the agent under test, then:
         assert gateway.jwks_fetches == 1
 
 It mints gateway tokens the way a real gateway does (EdDSA, `jku` = its JWKS URL, `iss` = its
