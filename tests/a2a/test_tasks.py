@@ -171,6 +171,7 @@ async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
         await asyncio.sleep(0.01)
     assert final is not None
     if "result" in canceled:
+        strict(canceled["result"], Task)
         assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
         assert final["status"]["state"] == "TASK_STATE_CANCELED"
         assert "artifacts" not in final  # the completion lost: its result was discarded
@@ -507,3 +508,23 @@ async def test_list_tasks_shows_only_the_callers_tasks(
     assert (await call(agent, gateway, "ListTasks", {}, tenant="sdk", subject="owner"))["result"][
         "totalSize"
     ] == 0
+
+
+async def test_deliveries_stop_after_max_attempts(gateway: FakeGateway) -> None:
+    limits = "[push]\nmax_attempts = 2\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.02\n"
+    agent, runner = await start_agent([gateway.origin], extra=limits)
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    gateway.push_failures = 100
+    try:
+        task = await send(agent, gateway, "never delivered")
+        for _ in range(300):
+            [row] = await agent.app[STORE].outbox(task["id"]) or [None]
+            if row and row["state"] != "pending":
+                break
+            await asyncio.sleep(0.01)
+        assert row is not None
+        assert row["state"] == "failed"
+        assert [a["status"] for a in row["attempts"]] == [503, 503]
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
