@@ -9,7 +9,8 @@ from __future__ import annotations
 import cattrs
 
 
-def _json_type(value: object) -> str:
+def json_type(value: object) -> str:
+    """The JSON name of a value's type, for error messages (never the value itself)."""
     names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
     for kind, name in names.items():
         if isinstance(value, kind):
@@ -21,25 +22,25 @@ def _json_type(value: object) -> str:
 
 def structure_str(value: object, _: type) -> str:
     if not isinstance(value, str):
-        raise ValueError(f"expected a string, got {_json_type(value)}")
+        raise ValueError(f"expected a string, got {json_type(value)}")
     return value
 
 
 def structure_int(value: object, _: type) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected an integer, got {_json_type(value)}")
+        raise ValueError(f"expected an integer, got {json_type(value)}")
     return value
 
 
 def structure_bool(value: object, _: type) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"expected true or false, got {_json_type(value)}")
+        raise ValueError(f"expected true or false, got {json_type(value)}")
     return value
 
 
 def structure_float(value: object, _: type) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"expected a number, got {_json_type(value)}")
+        raise ValueError(f"expected a number, got {json_type(value)}")
     return float(value)
 
 

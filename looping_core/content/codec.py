@@ -22,7 +22,7 @@ import rfc8785
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from looping_core._strict import register_strict_primitives
+from looping_core._strict import json_type, register_strict_primitives
 from looping_core.content.blocks import BLOCK_TYPES, Block, ResultContent
 from looping_core.content.errors import (
     BlockTooLarge,
@@ -74,7 +74,7 @@ DEFAULT_LIMITS = Limits()
 
 def _structure_str(value: object, _: type) -> str:
     if not isinstance(value, str):
-        raise WrongType("", f"expected a string, got {_json_type(value)}")
+        raise WrongType("", f"expected a string, got {json_type(value)}")
     _check_text(value)
     return value
 
@@ -88,7 +88,7 @@ def _check_text(value: str) -> None:
 
 def _structure_bytes(value: object, _: type) -> bytes:
     if not isinstance(value, str):
-        raise WrongType("", f"expected base64 text, got {_json_type(value)}")
+        raise WrongType("", f"expected base64 text, got {json_type(value)}")
     try:
         return base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
@@ -97,7 +97,7 @@ def _structure_bytes(value: object, _: type) -> bytes:
 
 def _structure_json_object(value: object, _: type) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise WrongType("", f"expected a JSON object, got {_json_type(value)}")
+        raise WrongType("", f"expected a JSON object, got {json_type(value)}")
     checked: dict[str, Any] = _json_value(value)
     return checked
 
@@ -126,15 +126,7 @@ def _json_value(value: Any) -> Any:
         for key in value:
             _check_text(key)
         return {key: _json_value(item) for key, item in value.items()}
-    raise WrongType("", f"expected a JSON value, got {_json_type(value)}")
-
-
-def _json_type(value: object) -> str:
-    names = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
-    for kind, name in names.items():
-        if isinstance(value, kind):
-            return name
-    return "number" if isinstance(value, int | float) else type(value).__name__
+    raise WrongType("", f"expected a JSON value, got {json_type(value)}")
 
 
 def _is_tuple(type_: Any) -> bool:
@@ -183,7 +175,7 @@ def _register_union(
 
     def structure(value: Any, _: type) -> Any:
         if not isinstance(value, dict):
-            raise WrongType("", f"expected an object, got {_json_type(value)}")
+            raise WrongType("", f"expected an object, got {json_type(value)}")
         tag = value.get(tag_name)
         if not isinstance(tag, str):
             raise MissingField(f".{tag_name}", f"a {what} needs a string `{tag_name}`")
@@ -216,7 +208,7 @@ def _record_structurer(converter: cattrs.Converter, cls: type[Any]) -> Callable[
 
     def hook(value: Any, _: type) -> Any:
         if not isinstance(value, dict):
-            raise WrongType("", f"expected an object, got {_json_type(value)}")
+            raise WrongType("", f"expected an object, got {json_type(value)}")
         if tag is not None:
             name, expected = tag
             if name not in value:
@@ -226,7 +218,7 @@ def _record_structurer(converter: cattrs.Converter, cls: type[Any]) -> Callable[
             value = {key: item for key, item in value.items() if key != name}
         for field in arrays:
             if field in value and not isinstance(value[field], list):
-                raise WrongType(f".{field}", f"expected an array, got {_json_type(value[field])}")
+                raise WrongType(f".{field}", f"expected an array, got {json_type(value[field])}")
         return structure(value, cls)
 
     return hook

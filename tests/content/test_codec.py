@@ -57,7 +57,7 @@ def user(*blocks: object) -> bytes:
         (user({"type": "image", "url": "u"}), MissingField, "$.content[0].media_type",
          "required field missing"),
         (user({"type": "text", "text": 12345}), WrongType, "$.content[0].text",
-         "expected a string, got number"),
+         "expected a string, got integer"),
         (json.dumps({"role": "user", "content": SECRET}).encode(), WrongType, "$.content",
          "expected an array, got string"),
         (user({"type": "text", "text": "\\ud800"}).replace(b"\\\\ud800", b"\\ud800"), InvalidText,
