@@ -100,8 +100,7 @@ def keys(kid: str | None, quiet: bool) -> None:
 def serve(config_path: Path | None) -> None:
     """Validate everything, then serve the A2A edge on [server] host and port."""
     config = load_config(resolve_config_path(config_path))
-    PluginHost.load(config)
-    app = create_app(config)
+    app = create_app(config, plugins=PluginHost.load(config))
     server = config.server
     click.echo(f"looping: serving {server.endpoint_url} on {server.host}:{server.port}")
     web.run_app(app, host=server.host, port=server.port, print=None)
