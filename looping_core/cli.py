@@ -7,6 +7,7 @@ Exit codes: 0 success, 1 validation found problems, 2 usage error (click's own).
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -101,6 +102,9 @@ def serve(config_path: Path | None) -> None:
     """Validate everything, then serve the A2A edge on [server] host and port."""
     config = load_config(resolve_config_path(config_path))
     app = create_app(config, plugins=PluginHost.load(config))
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     server = config.server
     click.echo(f"looping: serving {server.endpoint_url} on {server.host}:{server.port}")
     web.run_app(app, host=server.host, port=server.port, print=None)
