@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 import attrs
 import cattrs
 
+from looping_core._origins import is_bare_origin
 from looping_core._strict import register_strict_primitives
 from looping_core.contract import SecretRef
 from looping_core.errors import ConfigError
@@ -428,7 +429,7 @@ def _check_security(security: SecurityConfig) -> list[str]:
     problems = []
     for index, origin in enumerate(security.gateway_origins):
         where = f"@ $.security.gateway_origins[{index}]"
-        if not _is_origin(origin):
+        if not is_bare_origin(origin):
             problems.append(
                 f"{origin!r} is not an origin: write scheme://host[:port] with no path, "
                 f"userinfo, query or fragment {where}"
@@ -542,17 +543,3 @@ def _is_ed25519_x(value: str) -> bool:
     except (ValueError, binascii.Error):
         return False
     return len(raw) == 32
-
-
-def _is_origin(origin: str) -> bool:
-    try:
-        parts = urlsplit(origin)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        return False
-    return (
-        parts.scheme in ("http", "https")
-        and bool(parts.hostname)
-        and parts.path == ""
-        and not (parts.query or parts.fragment or parts.username or parts.password)
-    )

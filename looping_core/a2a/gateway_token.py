@@ -18,11 +18,11 @@ import json
 import time
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
 
 import attrs
 from joserfc.errors import JoseError
 
+from looping_core._origins import origin_of
 from looping_core.a2a._jose import ALGORITHMS, read_unverified, verify_compact
 from looping_core.a2a.jwks import JwksCache, JwksError
 from looping_core.errors import LoopingError
@@ -35,8 +35,6 @@ __all__ = [
     "origin_of",
     "verify_gateway_token",
 ]
-
-_DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
 @attrs.frozen
@@ -55,30 +53,6 @@ class TokenRejected(LoopingError):
         self.check = check
         self.reason = reason
         super().__init__(f"gateway token rejected ({check}): {reason}")
-
-
-def origin_of(url: str) -> str | None:
-    """`scheme://host:port` of an http(s) URL, lowercased with the port explicit.
-
-    `None` for anything that must never count as an origin: other schemes, no host, userinfo,
-    a fragment, or a malformed port.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
-        return None
-    if parts.username is not None or parts.password is not None or "@" in parts.netloc:
-        return None
-    if parts.fragment or url.endswith("#"):
-        return None
-    host = parts.hostname.lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{scheme}://{host}:{port or _DEFAULT_PORTS[scheme]}"
 
 
 def normalize_origins(origins: Iterable[str]) -> frozenset[str]:
