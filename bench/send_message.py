@@ -37,6 +37,30 @@ def message(text: str) -> dict[str, object]:
     return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
 
 
+async def send_message(
+    session: aiohttp.ClientSession,
+    url: str,
+    configuration: dict[str, object],
+    *,
+    tenant: str | None = None,
+    token: str | None = None,
+) -> int:
+    """One SendMessage; the HTTP status, or 599 when the body is a JSON-RPC error."""
+    params: dict[str, object] = {
+        "message": message("one two three"),
+        "configuration": configuration,
+    }
+    headers = {"A2A-Version": "1.0"}
+    if tenant is not None:
+        params["tenant"] = tenant
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
+    async with session.post(url, json=body, headers=headers) as response:
+        payload = await response.json()
+        return response.status if "result" in payload else 599
+
+
 async def wait_ready(url: str, process: subprocess.Popen[bytes], body: dict[str, object]) -> None:
     async with aiohttp.ClientSession() as session:
         for _ in range(600):
@@ -119,28 +143,21 @@ async def bench_looping(levels: list[int], total: int, folder: Path) -> dict[int
             [str(Path(sys.executable).with_name("looping")), "serve", "--config", str(config)],
             env=environment,
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # its INFO log would drown the numbers
         )
         endpoint = f"http://127.0.0.1:{port}/a2a"
         try:
             await wait_ready(endpoint, server, {"jsonrpc": "2.0", "id": 0, "method": "x"})
 
             async def send(session: aiohttp.ClientSession) -> int:
-                token = gateway.token(tenant="words", aud=endpoint)
-                body = {
-                    "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-                    "params": {
-                        "tenant": "words",
-                        "message": message("one two three"),
-                        "configuration": {
-                            "returnImmediately": True,
-                            "taskPushNotificationConfig": gateway.push_config(),
-                        },
-                    },
-                }  # fmt: skip
-                headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
-                async with session.post(endpoint, json=body, headers=headers) as response:
-                    payload = await response.json()
-                    return response.status if "result" in payload else 599
+                token = gateway.token(tenant="words", aud=endpoint)  # fresh for every request
+                configuration = {
+                    "returnImmediately": True,
+                    "taskPushNotificationConfig": gateway.push_config(),
+                }
+                return await send_message(
+                    session, endpoint, configuration, tenant="words", token=token
+                )
 
             return await run_levels("looping-core", send, levels, total)
         finally:
@@ -158,14 +175,7 @@ async def bench_sdk(levels: list[int], total: int) -> dict[int, float]:
         await wait_ready(url, server, {"jsonrpc": "2.0", "id": 0, "method": "x"})
 
         async def send(session: aiohttp.ClientSession) -> int:
-            params = {
-                "message": message("one two three"),
-                "configuration": {"returnImmediately": True},
-            }
-            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
-            async with session.post(url, json=body, headers={"A2A-Version": "1.0"}) as response:
-                payload = await response.json()
-                return response.status if "result" in payload else 599
+            return await send_message(session, url, {"returnImmediately": True})
 
         return await run_levels("a2a-sdk", send, levels, total)
     finally:

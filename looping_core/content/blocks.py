@@ -41,23 +41,26 @@ class TextBlock:
 
 
 @attrs.frozen
-class ImageBlock:
-    """An image by URL or inline bytes (exactly one)."""
+class _MediaRef:
+    """Media by URL or inline bytes (exactly one): the shape images and audio share."""
 
-    TAG: ClassVar[str] = "image"
     media_type: str = attrs.field(validator=_non_empty)
     url: str | None = None
     data: bytes | None = attrs.field(default=None, validator=_one_of_url_or_data)
 
 
 @attrs.frozen
-class AudioBlock:
+class ImageBlock(_MediaRef):
+    """An image by URL or inline bytes (exactly one)."""
+
+    TAG: ClassVar[str] = "image"
+
+
+@attrs.frozen
+class AudioBlock(_MediaRef):
     """Audio by URL or inline bytes (exactly one)."""
 
     TAG: ClassVar[str] = "audio"
-    media_type: str = attrs.field(validator=_non_empty)
-    url: str | None = None
-    data: bytes | None = attrs.field(default=None, validator=_one_of_url_or_data)
 
 
 def _bytes_or_text(instance: DocumentBlock, _: attrs.Attribute[Any], __: Any) -> None:
