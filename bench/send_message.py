@@ -100,6 +100,20 @@ async def drive(
     return total / elapsed, latencies, failures
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a process and its live children have used so far.
+
+    Linux /proc only; 0.0 elsewhere, and the benchmark then prints no per-request CPU.
+    """
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(cpu_seconds(int(child)) for child in children)
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
@@ -107,6 +121,7 @@ def percentile(values: list[float], fraction: float) -> float:
 
 async def run_levels(
     name: str,
+    server: subprocess.Popen[bytes],
     send: Callable[[aiohttp.ClientSession], Awaitable[int]],
     levels: list[int],
     total: int,
@@ -114,12 +129,15 @@ async def run_levels(
     await drive(send, 8, min(200, total))  # warm up
     results = {}
     for concurrency in levels:
+        cpu_before = cpu_seconds(server.pid)
         rps, latencies, failures = await drive(send, concurrency, total)
+        server_cpu_ms = (cpu_seconds(server.pid) - cpu_before) / total * 1000
         results[concurrency] = rps
         p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
         print(
             f"{name:<14} c={concurrency:<3} {rps:8.0f} req/s   p50 {p50:7.2f} ms"
-            f"   p99 {p99:7.2f} ms   non-200: {failures}",
+            f"   p99 {p99:7.2f} ms   server CPU {server_cpu_ms:5.2f} ms/req"
+            f"   non-200: {failures}",
             flush=True,
         )
     return results
@@ -159,7 +177,7 @@ async def bench_looping(levels: list[int], total: int, folder: Path) -> dict[int
                     session, endpoint, configuration, tenant="words", token=token
                 )
 
-            return await run_levels("looping-core", send, levels, total)
+            return await run_levels("looping-core", server, send, levels, total)
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -177,7 +195,7 @@ async def bench_sdk(levels: list[int], total: int) -> dict[int, float]:
         async def send(session: aiohttp.ClientSession) -> int:
             return await send_message(session, url, {"returnImmediately": True})
 
-        return await run_levels("a2a-sdk", send, levels, total)
+        return await run_levels("a2a-sdk", server, send, levels, total)
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -34,9 +34,9 @@ from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner
 from looping_core.store.db import Database
 from looping_core.store.migrations import bind, ensure_plugin_stores, upgrade
-from looping_core.store.tasks import TaskStore
+from looping_core.store.tasks import TaskStore, adopt_orphans
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "prepare_store"]
 
 
 def create_app(
@@ -45,8 +45,13 @@ def create_app(
     environ: Mapping[str, str] | None = None,
     today: datetime.date | None = None,
     plugins: PluginHost | None = None,
+    worker: int | None = None,
 ) -> web.Application:
     """The agent server for `config`.
+
+    Standalone (`worker=None`) it prepares the store itself at startup. As worker `k` of
+    `looping serve --workers N` it leaves that to the supervisor (`prepare_store`), which ran it
+    before any worker started, and recovers and delivers only slot `k`'s turns and pushes.
 
     Raises `SigningKeyError`, `PluginProblems` or `AgentLoadError` before anything listens.
     """
@@ -70,7 +75,7 @@ def create_app(
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
-    app.cleanup_ctx.append(_services(config, edge, host, agents, tenant_plugins))
+    app.cleanup_ctx.append(_services(config, edge, host, agents, tenant_plugins, worker=worker))
     return app
 
 
@@ -80,14 +85,18 @@ def _services(
     host: PluginHost,
     agents: Mapping[str, Agent],
     tenant_plugins: Mapping[str, PluginHost],
+    *,
+    worker: int | None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     """The store, the HTTP client, the push deliverer and the runner, for the app's lifetime."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(config.store.url)
-        stores = [c.item for c in host.registry.stores.values()]
-        await database.run(_prepare, database, stores)
-        store = TaskStore(database)
+        if worker is None:
+            await database.run_alone(_prepare, database, _plugin_stores(host), 1)
+        else:
+            await database.run_alone(bind, database.peewee)
+        store = TaskStore(database, worker=worker or 0)
         async with aiohttp.ClientSession() as session:
             app[JWKS_CACHE] = JwksCache(
                 session,
@@ -116,8 +125,23 @@ def _services(
     return context
 
 
-def _prepare(database: Database, stores: list[PluginStore]) -> None:
-    """Core migrations, then every plugin store's `ensure_tables` (on the store's thread)."""
+def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
+    """What a server does once before its workers start: migrate the store, ensure the plugin
+    stores, and hand turns and pushes left by worker slots beyond `workers` to live slots."""
+    database = Database.from_url(config.store.url)
+    try:
+        database.run_sync(_prepare, database, _plugin_stores(plugins), workers)
+    finally:
+        database.close()
+
+
+def _plugin_stores(plugins: PluginHost) -> list[PluginStore]:
+    return [contribution.item for contribution in plugins.registry.stores.values()]
+
+
+def _prepare(database: Database, stores: list[PluginStore], workers: int) -> None:
+    """Core migrations, plugin stores' `ensure_tables`, orphaned slots (on the store's thread)."""
     bind(database.peewee)
     upgrade(database.peewee)
     ensure_plugin_stores(database.peewee, stores)
+    adopt_orphans(database, workers)

@@ -16,12 +16,11 @@ from typing import Any, ParamSpec, TypeVar
 
 import click
 import peewee
-from aiohttp import web
 
+from looping_core import serving
 from looping_core.a2a.keys import generate_signing_key
 from looping_core.agent import load_agent_class
-from looping_core.app import create_app
-from looping_core.config import Config, load_config, resolve_config_path
+from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.store.db import Database
@@ -97,17 +96,21 @@ def keys(kid: str | None, quiet: bool) -> None:
 
 @main.command()
 @_config_option
+@click.option(
+    "--workers",
+    type=click.IntRange(1, MAX_WORKERS),
+    default=None,
+    help="Server processes sharing the socket and the store (default: [server] workers).",
+)
 @_clean_errors
-def serve(config_path: Path | None) -> None:
+def serve(config_path: Path | None, workers: int | None) -> None:
     """Validate everything, then serve the A2A edge on [server] host and port."""
     config = load_config(resolve_config_path(config_path))
-    app = create_app(config, plugins=PluginHost.load(config))
+    plugins = PluginHost.load(config)
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=logging.INFO, format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"
     )
-    server = config.server
-    click.echo(f"looping: serving {server.endpoint_url} on {server.host}:{server.port}")
-    web.run_app(app, host=server.host, port=server.port, print=None)
+    serving.serve(config, plugins, workers=workers)
 
 
 @main.group()

@@ -55,6 +55,8 @@ __all__ = [
 
 DEFAULT_CONFIG_FILE = "looping.toml"
 CONFIG_ENV_VAR = "LOOPING_CONFIG"
+MAX_WORKERS = 64
+"""More server processes than this is a typo, not a deployment."""
 
 _TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _PLUGIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -72,6 +74,10 @@ class ServerConfig:
     rpc_path: str = "/a2a"
     max_body_bytes: int = 1_048_576
     """Requests with a larger body are refused before they are parsed."""
+    workers: int = 1
+    """Server processes sharing the listening socket and the store (`looping serve`)."""
+    access_log: bool = True
+    """Log every request at INFO (`aiohttp.access`)."""
 
     @property
     def base_url(self) -> str:
@@ -417,6 +423,10 @@ def _check_server(server: ServerConfig) -> list[str]:
         problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
     if not server.rpc_path.startswith("/"):
         problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if not 1 <= server.workers <= MAX_WORKERS:
+        problems.append(
+            f"workers must be between 1 and {MAX_WORKERS}, got {server.workers} @ $.server.workers"
+        )
     if server.public_url is not None and not _is_base_url(server.public_url):
         problems.append(
             "public_url must be an absolute http(s) URL without query or fragment "

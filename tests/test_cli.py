@@ -150,6 +150,10 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
     before = looping_cli("db", "status", "--config", path)
     assert "  pending  0001  tasks, messages, artifacts, push\n" in before.stdout
     upgraded = looping_cli("db", "upgrade", "--config", path)
-    assert upgraded.stdout == "applied 0001  tasks, messages, artifacts, push\nup to date\n"
+    assert upgraded.stdout == (
+        "applied 0001  tasks, messages, artifacts, push\n"
+        "applied 0002  worker slots for tasks and queued pushes\n"
+        "up to date\n"
+    )
     after = looping_cli("db", "status", "--config", path)
-    assert after.stdout.endswith("  applied  0001\nup to date\n")
+    assert after.stdout.endswith("  applied  0001\n  applied  0002\nup to date\n")

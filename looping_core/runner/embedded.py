@@ -63,7 +63,13 @@ class EmbeddedRunner:
         job.add_done_callback(lambda _: self._running.pop(task_id, None))
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
-        """Wait (at most `timeout` s) until the task's turn ends or asks for input."""
+        """Wait (at most `timeout` s) until the task's turn ends or asks for input.
+
+        Returns at once when no turn of the task runs here: it has settled already, or another
+        server process runs it (a duplicate that reached another worker).
+        """
+        if task_id not in self._running:
+            return
         event = self._settled.setdefault(task_id, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):

@@ -1,19 +1,33 @@
 """Opening the database, and the one executor-bound layer all database work goes through.
 
 peewee is synchronous; the event loop must never wait on SQLite or PostgreSQL. `Database.run(fn)`
-runs `fn` on the store's own worker thread(s): one for SQLite (a single writer, no lock fights),
-a small pool for PostgreSQL. Nothing else in the package touches a connection from the loop.
+runs `fn` on the store's own thread(s): one for SQLite (a single writer, no lock fights), a small
+pool for PostgreSQL. Nothing else in the package touches a connection from the loop.
+
+SQLite work is group-committed: the store thread takes every job waiting for it (up to
+`SQLITE_BATCH`) and runs them in one transaction, each inside its own savepoint, so a job that
+raises undoes only its own writes. No job's result is handed back before that commit, and the
+loop is woken once per batch rather than once per job. Under load this turns a commit and a
+thread wake-up per statement group into one per batch; with no load a batch is a single job.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+import concurrent.futures
+import contextlib
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
+import attrs
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: SQLite's own busy waiting still orders the writers
+    fcntl = None  # type: ignore[assignment]
 import peewee
 from playhouse.db_url import connect
 
@@ -29,6 +43,11 @@ SQLITE_PRAGMAS = {
     "busy_timeout": 5000,
     "foreign_keys": 1,
 }
+
+
+SQLITE_BATCH = 64
+"""The most jobs one SQLite transaction carries."""
+POSTGRES_THREADS = 8
 
 
 class StoreError(LoopingError):
@@ -50,35 +69,189 @@ def open_database(url: str) -> peewee.Database:
     )
 
 
+def _writer_lock_file(database: peewee.SqliteDatabase) -> IO[bytes] | None:
+    """The lock file beside an SQLite database file (none in memory, or without `fcntl`)."""
+    path = database.database
+    if fcntl is None or path == ":memory:" or path.startswith("file:"):
+        return None
+    return open(f"{path}.lock", "ab")
+
+
+@attrs.define
+class _Job:
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    future: asyncio.Future[Any] | concurrent.futures.Future[Any]
+    loop: asyncio.AbstractEventLoop | None
+    """The loop awaiting `future`; `None` for a synchronous caller."""
+    alone: bool = False
+    """Run outside any batch transaction (migrations, plugin DDL, CLI work)."""
+
+
+_Outcome = tuple[_Job, Any, BaseException | None]
+
+
 class Database:
-    """A peewee database plus the executor its work runs on."""
+    """A peewee database plus the thread(s) its work runs on."""
 
     def __init__(self, database: peewee.Database) -> None:
         self.peewee = database
-        workers = 1 if isinstance(database, peewee.SqliteDatabase) else 8
-        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="looping-db")
+        self._param: str = database.param
+        self._statements: dict[str, str] = {}
+        sqlite = isinstance(database, peewee.SqliteDatabase)
+        self._lock_file = (
+            _writer_lock_file(database) if isinstance(database, peewee.SqliteDatabase) else None
+        )
+        # PostgreSQL runs jobs one per transaction on several connections: batches that hold row
+        # locks until a shared commit could deadlock one another there.
+        self._batch = SQLITE_BATCH if sqlite else 1
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
+            for index in range(1 if sqlite else POSTGRES_THREADS)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     @classmethod
     def from_url(cls, url: str) -> Database:
         return cls(open_database(url))
 
     async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run `fn(*args)` on the store's thread, inside a connection, and await the result."""
+        """Run `fn(*args)` on the store's thread, in a transaction, and await the result."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(self._call, fn, *args))
+        future: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put(_Job(fn, args, future, loop))
+        return await future
+
+    async def run_alone(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put(_Job(fn, args, future, loop, alone=True))
+        return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """The same, from synchronous code (the CLI): still on the store's thread."""
-        return self._executor.submit(self._call, fn, *args).result()
+        """`run_alone` for synchronous code (the CLI, the supervisor): still on the store's
+        thread, and waits for the result."""
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        self._jobs.put(_Job(fn, args, future, None, alone=True))
+        return future.result()
 
-    def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
-        self.peewee.connect(reuse_if_open=True)
-        return fn(*args)
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement, written with `?` placeholders, on this thread's connection (the
+        store's thread only); returns the cursor."""
+        if self._param != "?":
+            statement = self._statements.setdefault(statement, statement.replace("?", self._param))
+        return self.peewee.execute_sql(statement, tuple(params))  # type: ignore[no-untyped-call]
+
+    def write(self) -> Any:
+        """A write transaction (nested: a savepoint).
+
+        SQLite's is `BEGIN IMMEDIATE`: it takes the write lock up front, waiting its turn behind
+        another server process, instead of failing at its first write after reading.
+        """
+        if isinstance(self.peewee, peewee.SqliteDatabase):
+            return self.peewee.atomic("IMMEDIATE")
+        return self.peewee.atomic()
 
     def close(self) -> None:
-        def close_connection() -> None:
-            if not self.peewee.is_closed():
-                self.peewee.close()
+        """Finish the queued work, then close every connection and stop the threads."""
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            thread.join()
+        if self._lock_file is not None:
+            self._lock_file.close()
 
-        self._executor.submit(close_connection).result()
-        self._executor.shutdown(wait=True)
+    # -- the store thread -----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        pending: list[_Job | None] = []  # a job taken from the queue that ends a batch
+        while True:
+            job = pending.pop() if pending else self._jobs.get()
+            if job is None:
+                break
+            self.peewee.connect(reuse_if_open=True)
+            if job.alone:
+                _deliver([self._run_alone(job)])
+                continue
+            batch = [job]
+            while len(batch) < self._batch:
+                try:
+                    waiting = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if waiting is None or waiting.alone:
+                    pending.append(waiting)
+                    break
+                batch.append(waiting)
+            _deliver(self._run_batch(batch))
+        if not self.peewee.is_closed():
+            self.peewee.close()
+
+    def _run_alone(self, job: _Job) -> _Outcome:
+        try:
+            with self._writer_turn():
+                return job, job.fn(*job.args), None
+        except Exception as exc:
+            return job, None, exc
+
+    def _run_batch(self, batch: list[_Job]) -> list[_Outcome]:
+        outcomes: list[_Outcome] = []
+        try:
+            with self._writer_turn(), self.write():
+                for job in batch:
+                    try:
+                        outcomes.append((job, job.fn(*job.args), None))
+                    except Exception as exc:  # its own `write()` savepoint undid its writes
+                        outcomes.append((job, None, exc))
+        except Exception as exc:  # the commit failed: nothing of the batch is stored
+            return [(job, None, exc) for job in batch]
+        return outcomes
+
+    @contextlib.contextmanager
+    def _writer_turn(self) -> Iterator[None]:
+        """Wait for the other server processes' SQLite transactions to end.
+
+        SQLite has one writer at a time, and a process that finds the write lock taken polls
+        for it, sleeping 1, 2, 5, 10... ms between tries. Queuing on a kernel lock beside the
+        database file first wakes the next process the moment the lock is free instead.
+        """
+        if self._lock_file is None:
+            yield
+            return
+        fcntl.flock(self._lock_file, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+
+
+def _deliver(outcomes: list[_Outcome]) -> None:
+    """Hand results back: synchronous callers directly, each loop in one wake-up."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    for outcome in outcomes:
+        job = outcome[0]
+        if job.loop is None:
+            _settle(outcome)
+        else:
+            by_loop.setdefault(job.loop, []).append(outcome)
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+            loop.call_soon_threadsafe(_settle_all, settled)
+
+
+def _settle_all(outcomes: list[_Outcome]) -> None:
+    for outcome in outcomes:
+        _settle(outcome)
+
+
+def _settle(outcome: _Outcome) -> None:
+    job, result, error = outcome
+    if job.future.cancelled():
+        return
+    if error is None:
+        job.future.set_result(result)
+    else:
+        job.future.set_exception(error)

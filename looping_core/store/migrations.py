@@ -40,8 +40,28 @@ def _initial_schema(db: peewee.Database) -> None:
     db.create_tables(list(CORE_MODELS))
 
 
+def _worker_slots(db: peewee.Database) -> None:
+    """Tasks and queued pushes belong to one server process (`[server] workers`)."""
+    statements = [
+        f"ALTER TABLE {table} ADD COLUMN worker INTEGER NOT NULL DEFAULT 0"
+        for table in ("tasks", "push_outbox")
+        if "worker" not in {column.name for column in db.get_columns(table)}
+    ]
+    statements += [
+        "DROP INDEX IF EXISTS push_outbox_state_next_attempt_ts",
+        "CREATE INDEX IF NOT EXISTS tasks_worker_state ON tasks (worker, state)",
+        "CREATE INDEX IF NOT EXISTS push_outbox_worker_state_next_attempt_ts"
+        " ON push_outbox (worker, state, next_attempt_ts)",
+    ]
+    for statement in statements:
+        db.execute_sql(statement)  # type: ignore[no-untyped-call]
+
+
+# Migration 1 creates the tables as the models are now; every later one brings a database made
+# by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "tasks, messages, artifacts, push", _initial_schema),
+    Migration(2, "worker slots for tasks and queued pushes", _worker_slots),
 )
 
 

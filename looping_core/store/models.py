@@ -51,10 +51,15 @@ class TaskRow(_Base):
     status_ts = peewee.BigIntegerField()
     """Microseconds since the epoch of the last status change (ListTasks sorts on it)."""
     created_ts = peewee.BigIntegerField()
+    worker = peewee.IntegerField(default=0)
+    """The server process (`[server] workers` slot) that runs the task's turns."""
 
     class Meta:
         table_name = "tasks"
-        indexes = ((("tenant", "issuer", "subject", "status_ts"), False),)
+        indexes = (
+            (("tenant", "issuer", "subject", "status_ts"), False),
+            (("worker", "state"), False),
+        )
 
 
 class MessageRow(_Base):
@@ -106,10 +111,12 @@ class PushOutbox(_Base):
     attempts = peewee.IntegerField(default=0)
     next_attempt_ts = peewee.BigIntegerField()
     created_ts = peewee.BigIntegerField()
+    worker = peewee.IntegerField(default=0)
+    """The server process that delivers it (the one that queued it, or its successor)."""
 
     class Meta:
         table_name = "push_outbox"
-        indexes = ((("state", "next_attempt_ts"), False),)
+        indexes = ((("worker", "state", "next_attempt_ts"), False),)
 
 
 class PushAttempt(_Base):

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
+import peewee
 
 from looping_core.a2a.errors import (
     InvalidParams,
@@ -49,13 +50,14 @@ from looping_core.store.models import (
     TaskRow,
 )
 
-__all__ = ["NON_TERMINAL", "OutboxItem", "TaskStore", "TurnStart", "now_us"]
+__all__ = ["NON_TERMINAL", "OutboxItem", "TaskStore", "TurnStart", "adopt_orphans", "now_us"]
 
 NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
 _NOTIFY = TERMINAL_STATES | {
     TaskState.TASK_STATE_INPUT_REQUIRED,
     TaskState.TASK_STATE_AUTH_REQUIRED,
 }
+_RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
 DEFAULT_PAGE_SIZE = 50
 
 
@@ -114,16 +116,10 @@ class TaskStore:
     peewee queries cost more than running them. The schema itself is the peewee models'.
     """
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, worker: int = 0) -> None:
         self._db = database
-        self._param = database.peewee.param
-        self._statements: dict[str, str] = {}
-
-    def _sql(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement (written with `?` placeholders) on the store's connection."""
-        if self._param != "?":
-            statement = self._statements.setdefault(statement, statement.replace("?", self._param))
-        return self._db.peewee.execute_sql(statement, tuple(params))  # type: ignore[no-untyped-call]
+        self._worker = worker
+        self._sql = database.execute
 
     # -- turns --------------------------------------------------------------------------------
 
@@ -132,13 +128,18 @@ class TaskStore:
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
         to an interrupted one. A duplicate returns the first task and starts nothing."""
-        return await self._db.run(self._start_turn, caller, message, push)
+        try:
+            return await self._db.run(self._start_turn, caller, message, push)
+        except peewee.IntegrityError:
+            # Another connection (PostgreSQL, or another server process) committed the same
+            # messageId first; this transaction was rolled back, and the retry finds that turn.
+            return await self._db.run(self._start_turn, caller, message, push)
 
     def _start_turn(
         self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
-        with self._db.peewee.atomic():
+        with self._db.write():
             duplicate = self._sql(
                 "SELECT task_id FROM messages"
                 " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
@@ -151,9 +152,15 @@ class TaskStore:
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
                 updated = self._sql(
-                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?"
+                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, worker = ?"
                     " WHERE id = ? AND state = ?",
-                    (TaskState.TASK_STATE_SUBMITTED.value, stamp, head.id, head.state),
+                    (
+                        TaskState.TASK_STATE_SUBMITTED.value,
+                        stamp,
+                        self._worker,
+                        head.id,
+                        head.state,
+                    ),
                 ).rowcount
                 if updated != 1:
                     raise UnsupportedOperation("The task changed state; fetch it and try again")
@@ -163,7 +170,8 @@ class TaskStore:
                 context_id = message.context_id or str(uuid.uuid4())
                 self._sql(
                     "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                    " status_message, status_ts, created_ts, worker)"
+                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
                     (
                         task_id,
                         *scope,
@@ -171,6 +179,7 @@ class TaskStore:
                         TaskState.TASK_STATE_SUBMITTED.value,
                         stamp,
                         stamp,
+                        self._worker,
                     ),
                 )
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
@@ -248,7 +257,7 @@ class TaskStore:
         if not allowed_from:
             return False
         marks = ", ".join("?" * len(allowed_from))
-        with self._db.peewee.atomic():
+        with self._db.write():
             won = (
                 self._sql(
                     "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
@@ -290,7 +299,7 @@ class TaskStore:
         `None` if it is no longer SUBMITTED (canceled, or taken by another runner)."""
 
         def begin() -> tuple[Task, Identity] | None:
-            with self._db.peewee.atomic():
+            with self._db.write():
                 won = (
                     self._sql(
                         "UPDATE tasks SET state = ?, status_ts = ? WHERE id = ? AND state = ?",
@@ -336,13 +345,12 @@ class TaskStore:
         return self._snapshot(task_id, None, include_artifacts=True), won
 
     async def unfinished(self) -> list[str]:
-        """Tasks a crash may have left SUBMITTED or WORKING, oldest first."""
+        """This worker's tasks a crash may have left SUBMITTED or WORKING, oldest first."""
 
         def query() -> list[str]:
-            states = [TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value]
             rows = (
                 TaskRow.select(TaskRow.id)
-                .where(TaskRow.state.in_(states))
+                .where(TaskRow.state.in_(_RUNNING) & (TaskRow.worker == self._worker))
                 .order_by(TaskRow.created_ts)
             )
             return [row.id for row in rows]
@@ -400,7 +408,7 @@ class TaskStore:
         self, caller: Identity, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
         def write() -> TaskPushNotificationConfig:
-            with self._db.peewee.atomic():
+            with self._db.write():
                 self._owned(caller, config.task_id)
                 return self._put_push_config(config.task_id, config)
 
@@ -451,7 +459,7 @@ class TaskStore:
         """Idempotent; queued deliveries to that config are dropped, so nothing more is sent."""
 
         def delete() -> None:
-            with self._db.peewee.atomic():
+            with self._db.write():
                 self._owned(caller, task_id)
                 PushConfigRow.delete().where(
                     (PushConfigRow.task == task_id) & (PushConfigRow.config_id == config_id)
@@ -478,7 +486,8 @@ class TaskStore:
         for config_id, config in configs:
             self._sql(
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
-                " next_attempt_ts, created_ts) VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?)",
+                " next_attempt_ts, created_ts, worker)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
                 (
                     task_id,
                     config_id,
@@ -487,6 +496,7 @@ class TaskStore:
                     body,
                     stamp,
                     stamp,
+                    self._worker,
                 ),
             )
 
@@ -498,9 +508,9 @@ class TaskStore:
                 "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
                 " o.created_ts, c.body FROM push_outbox o LEFT JOIN push_configs c"
                 " ON c.task_id = o.task_id AND c.config_id = o.config_id"
-                " WHERE o.state = 'pending' AND o.next_attempt_ts <= ?"
+                " WHERE o.worker = ? AND o.state = 'pending' AND o.next_attempt_ts <= ?"
                 " ORDER BY o.next_attempt_ts LIMIT ?",
-                (now_us(), limit),
+                (self._worker, now_us(), limit),
             ).fetchall()
             items = []
             for row_id, task_id, config_id, jti, url, body, attempts, created, config in rows:
@@ -527,7 +537,9 @@ class TaskStore:
 
         def read() -> int | None:
             (due,) = self._sql(
-                "SELECT MIN(next_attempt_ts) FROM push_outbox WHERE state = 'pending'"
+                "SELECT MIN(next_attempt_ts) FROM push_outbox"
+                " WHERE worker = ? AND state = 'pending'",
+                (self._worker,),
             ).fetchone()
             return int(due) if due is not None else None
 
@@ -546,7 +558,7 @@ class TaskStore:
         """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry)."""
 
         def write() -> None:
-            with self._db.peewee.atomic():
+            with self._db.write():
                 self._sql(
                     "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
                     " duration_ms) VALUES (?, ?, ?, ?, ?, ?)",
@@ -658,3 +670,23 @@ def _read_cursor(token: str) -> tuple[int, str]:
             violations=[("params.pageToken", "not a valid page token")],
         ) from None
     return ts, task_id
+
+
+def adopt_orphans(database: Database, workers: int) -> int:
+    """Give running tasks and pending pushes of worker slots beyond `workers` to the live ones.
+
+    Runs once at server start, before any worker does, on the store's thread: each worker then
+    recovers and delivers only its own slot's rows, so no two processes touch the same turn.
+    Returns how many rows moved.
+    """
+    running = ", ".join(str(state) for state in _RUNNING)
+    with database.write():
+        tasks = database.execute(
+            f"UPDATE tasks SET worker = worker % ? WHERE worker >= ? AND state IN ({running})",
+            (workers, workers),
+        ).rowcount
+        pushes = database.execute(
+            "UPDATE push_outbox SET worker = worker % ? WHERE worker >= ? AND state = 'pending'",
+            (workers, workers),
+        ).rowcount
+    return int(tasks + pushes)

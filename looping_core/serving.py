@@ -1,0 +1,164 @@
+"""`looping serve`: one server process, or a supervisor and `[server] workers` of them.
+
+With several workers the supervisor checks everything a server checks, prepares the store once
+(migrations, plugin stores, turns left by slots that no longer exist), makes sure nothing else
+listens on the port, and forks the workers. Each listens with SO_REUSEPORT, so the kernel spreads
+connections over them evenly; they share the store, and worker `k` runs the turns it accepted and
+delivers their pushes (slot `k` owns those rows), so no two processes touch one turn. A worker that
+dies is replaced in its slot, and the replacement recovers the slot's turns and pushes as a
+restarted server would. SIGTERM or SIGINT stops the workers, then the supervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import time
+from collections import deque
+from types import FrameType
+
+from aiohttp import web
+
+from looping_core.app import create_app, prepare_store
+from looping_core.config import Config
+from looping_core.errors import LoopingError
+from looping_core.plugins import PluginHost
+
+__all__ = ["ServeError", "serve"]
+
+_log = logging.getLogger("looping_core.serving")
+
+RESTART_LIMIT = 5
+"""A slot whose worker dies this often within `RESTART_WINDOW_SECONDS` stops the server."""
+RESTART_WINDOW_SECONDS = 60.0
+
+
+class ServeError(LoopingError):
+    """The server cannot listen, or its workers keep dying."""
+
+
+def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) -> None:
+    """Serve until SIGTERM or SIGINT; `workers` overrides `[server] workers`."""
+    count = workers if workers is not None else config.server.workers
+    if count == 1:
+        app = create_app(config, plugins=plugins)
+        _announce(config, count)
+        web.run_app(
+            app,
+            host=config.server.host,
+            port=config.server.port,
+            print=None,
+            access_log=_access_log(config),
+        )
+        return
+    create_app(config, plugins=plugins, worker=0)  # every check a worker makes, before forking
+    prepare_store(config, plugins, count)
+    _check_port_free(config.server.host, config.server.port)
+    _announce(config, count)
+    _Supervisor(config, plugins, count).run()
+
+
+def _announce(config: Config, workers: int) -> None:
+    server = config.server
+    processes = f" with {workers} workers" if workers > 1 else ""
+    _log.info("serving %s on %s:%d%s", server.endpoint_url, server.host, server.port, processes)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind without SO_REUSEPORT once: fails if anything (another `looping serve` included)
+    already listens there, so workers never split a port with a stranger."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        socket.create_server((host, port), family=family).close()
+    except OSError as exc:
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+class _Supervisor:
+    def __init__(self, config: Config, plugins: PluginHost, workers: int) -> None:
+        self._config = config
+        self._plugins = plugins
+        self._workers = workers
+        self._children: dict[int, int] = {}  # pid -> slot
+        self._deaths: dict[int, deque[float]] = {slot: deque() for slot in range(workers)}
+        self._stopping = False
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._stop)
+        signal.signal(signal.SIGINT, self._stop)
+        for slot in range(self._workers):
+            self._start(slot)
+        failure: str | None = None
+        while self._children:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            if pid not in self._children:
+                continue
+            slot = self._children.pop(pid)
+            if self._stopping:
+                continue
+            _log.warning("worker %d (pid %d) %s; starting a new one", slot, pid, _describe(status))
+            if self._dies_too_often(slot):
+                failure = (
+                    f"worker {slot} died {RESTART_LIMIT} times within "
+                    f"{RESTART_WINDOW_SECONDS:.0f} s (last: {_describe(status)}); see its log"
+                )
+                self._stop(signal.SIGTERM, None)
+                continue
+            self._start(slot)
+        if failure is not None:
+            raise ServeError(failure)
+
+    def _start(self, slot: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker: serve, and never return into the supervisor's stack
+            code = 1
+            try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                app = create_app(self._config, plugins=self._plugins, worker=slot)
+                _log.info("worker %d serving (pid %d)", slot, os.getpid())
+                web.run_app(
+                    app,
+                    host=self._config.server.host,
+                    port=self._config.server.port,
+                    reuse_port=True,
+                    print=None,
+                    access_log=_access_log(self._config),
+                )
+                code = 0
+            except BaseException:
+                _log.exception("worker %d failed", slot)
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self._children[pid] = slot
+
+    def _dies_too_often(self, slot: int) -> bool:
+        now = time.monotonic()
+        deaths = self._deaths[slot]
+        deaths.append(now)
+        while deaths and now - deaths[0] > RESTART_WINDOW_SECONDS:
+            deaths.popleft()
+        return len(deaths) >= RESTART_LIMIT
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self._stopping = True
+        for pid in self._children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+
+
+def _access_log(config: Config) -> logging.Logger | None:
+    return logging.getLogger("aiohttp.access") if config.server.access_log else None
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exited with {os.waitstatus_to_exitcode(status)}"
