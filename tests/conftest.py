@@ -1,4 +1,5 @@
-"""Shared fixtures: throwaway plugin distributions, really built and installed with pip."""
+"""Shared fixtures: throwaway plugin distributions, really built and installed with pip, and a
+throwaway PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import psycopg2
 import pytest
+from aiohttp.test_utils import unused_port
 
 PLUGIN_DISTS = Path(__file__).parent / "plugin_dists"
 
@@ -73,3 +78,83 @@ def looping_cli() -> Callable[..., subprocess.CompletedProcess[str]]:
     throwaway plugins to that process's path.
     """
     return _run_looping
+
+
+# -- a throwaway PostgreSQL server ---------------------------------------------------------------
+
+REQUIRE_POSTGRES = "LOOPING_TEST_REQUIRE_POSTGRES"
+"""Set (by .ci/run) to make a missing PostgreSQL fail the PostgreSQL tests instead of skipping."""
+
+
+def _postgres_bin() -> Path | None:
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        return Path(on_path).parent
+    installed = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return installed[-1].parent if installed else None
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A PostgreSQL server of our own on 127.0.0.1 (trust auth, fsync off), for this session.
+
+    Yields its admin URL without a database name. Skips when PostgreSQL is not installed,
+    unless LOOPING_TEST_REQUIRE_POSTGRES is set. As root it runs as the `postgres` user.
+    """
+    binaries = _postgres_bin()
+    if binaries is None:
+        if os.environ.get(REQUIRE_POSTGRES):
+            pytest.fail(f"{REQUIRE_POSTGRES} is set but no PostgreSQL (pg_ctl) is installed")
+        pytest.skip("PostgreSQL is not installed (pg_ctl not found)")
+    # Not under pytest's temporary folder: as root that one is closed to the `postgres` user.
+    folder = Path(tempfile.mkdtemp(prefix="looping-postgres-"))
+    data, sockets = folder / "data", folder / "sockets"
+    sockets.mkdir()
+    prefix: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root
+        shutil.chown(folder, "postgres")
+        shutil.chown(sockets, "postgres")
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = unused_port()
+
+    def run(*command: str) -> None:
+        result = subprocess.run(
+            [*prefix, *command], capture_output=True, text=True, check=False, timeout=120
+        )
+        if result.returncode != 0:
+            pytest.fail(f"{command[0]} failed:\n{result.stdout}\n{result.stderr}")
+
+    run(str(binaries / "initdb"), "-D", str(data), "-U", "looping", "--auth=trust", "-E", "UTF8")
+    options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c full_page_writes=off"
+    run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
+        "-w", "start")  # fmt: skip
+    try:
+        yield f"postgresql://looping@127.0.0.1:{port}"
+    finally:
+        run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's PostgreSQL server, dropped afterwards."""
+    name = f"looping_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(f"{postgres_server}/postgres")
+    admin.autocommit = True
+    try:
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {name}")
+        yield f"{postgres_server}/{name}"
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    finally:
+        admin.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The embedded default, then PostgreSQL: tests taking it run on both stores."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    url: str = request.getfixturevalue("postgres_url")
+    return url

@@ -51,7 +51,7 @@ class TaskRow(_Base):
     status_ts = peewee.BigIntegerField()
     """Microseconds since the epoch of the last status change (ListTasks sorts on it)."""
     created_ts = peewee.BigIntegerField()
-    worker = peewee.IntegerField(default=0)
+    worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
     """The server process (`[server] workers` slot) that runs the task's turns."""
 
     class Meta:
@@ -111,7 +111,7 @@ class PushOutbox(_Base):
     attempts = peewee.IntegerField(default=0)
     next_attempt_ts = peewee.BigIntegerField()
     created_ts = peewee.BigIntegerField()
-    worker = peewee.IntegerField(default=0)
+    worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
     """The server process that delivers it (the one that queued it, or its successor)."""
 
     class Meta:

@@ -680,13 +680,14 @@ def adopt_orphans(database: Database, workers: int) -> int:
     Returns how many rows moved.
     """
     running = ", ".join(str(state) for state in _RUNNING)
+    modulo = "worker - (worker / ?) * ?"  # integer division in both stores; `%` means a parameter
     with database.write():
         tasks = database.execute(
-            f"UPDATE tasks SET worker = worker % ? WHERE worker >= ? AND state IN ({running})",
-            (workers, workers),
+            f"UPDATE tasks SET worker = {modulo} WHERE worker >= ? AND state IN ({running})",
+            (workers, workers, workers),
         ).rowcount
         pushes = database.execute(
-            "UPDATE push_outbox SET worker = worker % ? WHERE worker >= ? AND state = 'pending'",
-            (workers, workers),
+            f"UPDATE push_outbox SET worker = {modulo} WHERE worker >= ? AND state = 'pending'",
+            (workers, workers, workers),
         ).rowcount
     return int(tasks + pushes)

@@ -1,0 +1,160 @@
+"""The executor-bound store layer: group commit, savepoints, ordering, and the writer lock."""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import peewee
+import pytest
+
+from looping_core.store.db import Database
+
+ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
+
+
+class Boom(Exception):
+    pass
+
+
+@pytest.fixture
+async def database(store_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(store_url)
+    await database.run_alone(database.execute, ROWS.replace("INTEGER PRIMARY KEY", "SERIAL")
+                             if store_url.startswith("postgresql") else ROWS)  # fmt: skip
+    yield database
+    database.close()
+
+
+def insert(database: Database, owner: str, fail: bool = False) -> str:
+    with database.write():
+        database.execute("INSERT INTO rows (owner) VALUES (?)", (owner,))
+        if fail:
+            raise Boom(owner)
+    return owner
+
+
+def owners(database: Database) -> list[str]:
+    return sorted(owner for (owner,) in database.execute("SELECT owner FROM rows").fetchall())
+
+
+async def test_a_failing_job_undoes_only_its_own_writes(database: Database) -> None:
+    jobs = [database.run(insert, database, f"job-{n:02}", n == 7) for n in range(20)]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    assert isinstance(results[7], Boom)
+    assert [r for n, r in enumerate(results) if n != 7] == [
+        f"job-{n:02}" for n in range(20) if n != 7
+    ]
+    assert await database.run(owners, database) == [f"job-{n:02}" for n in range(20) if n != 7]
+
+
+async def test_a_constraint_violation_reaches_its_caller_only(database: Database) -> None:
+    await database.run(insert, database, "taken")
+    jobs = [database.run(insert, database, "taken"), database.run(insert, database, "free")]
+    results = await asyncio.gather(*jobs, return_exceptions=True)
+    assert isinstance(results[0], peewee.IntegrityError)
+    assert results[1] == "free"
+
+
+async def test_a_result_is_handed_back_only_once_committed(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    database = Database.from_url(f"sqlite:///{path}")
+    try:
+        await database.run_alone(database.execute, ROWS)
+        outsider = sqlite3.connect(path)
+        for n in range(20):  # each answer is visible to another connection when it arrives
+            await database.run(insert, database, f"row-{n}")
+            assert outsider.execute("SELECT COUNT(*) FROM rows").fetchone() == (n + 1,)
+        outsider.close()
+    finally:
+        database.close()
+
+
+async def test_batched_jobs_share_a_transaction_alone_jobs_have_none(database: Database) -> None:
+    in_transaction = [database.run(database.peewee.in_transaction) for _ in range(5)]
+    assert await asyncio.gather(*in_transaction) == [True] * 5
+    assert await database.run_alone(database.peewee.in_transaction) is False
+    assert database.run_sync(database.peewee.in_transaction) is False
+
+
+async def test_sqlite_jobs_run_in_the_order_they_were_queued(tmp_path: Path) -> None:
+    """One SQLite thread: a job queued later never overtakes an earlier one (PostgreSQL's
+    threads promise no order)."""
+    database = Database.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    order: list[int] = []
+    jobs = [database.run(order.append, n) for n in range(30)]
+    jobs.insert(15, database.run_alone(order.append, 99))
+    try:
+        await asyncio.gather(*jobs)
+    finally:
+        database.close()
+    assert order == [*range(15), 99, *range(15, 30)]
+
+
+async def test_close_finishes_the_queued_work_first(tmp_path: Path) -> None:
+    database = Database.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    await database.run_alone(database.execute, ROWS)
+    jobs = [asyncio.ensure_future(database.run(insert, database, f"r{n}")) for n in range(10)]
+    await asyncio.sleep(0)  # every job is queued
+    await asyncio.to_thread(database.close)
+    assert len(await asyncio.gather(*jobs)) == 10
+
+
+async def test_a_write_waits_for_another_process_holding_the_writer_lock(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    database = Database.from_url(f"sqlite:///{path}")
+    try:
+        await database.run_alone(database.execute, ROWS)
+        with open(f"{path}.lock", "ab") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # as another server process's transaction would
+            job = asyncio.ensure_future(database.run(insert, database, "after"))
+            await asyncio.sleep(0.3)
+            assert not job.done()
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        assert await asyncio.wait_for(job, 10) == "after"
+    finally:
+        database.close()
+
+
+WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from looping_core.store.db import Database
+
+    async def main(path, name):
+        database = Database.from_url(f"sqlite:///{path}")
+        def insert(owner):
+            with database.write():
+                database.execute("INSERT INTO rows (owner) VALUES (?)", (owner,))
+        await asyncio.gather(*(database.run(insert, f"{name}-{n}") for n in range(300)))
+        database.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2]))
+    """
+)
+
+
+async def test_two_processes_write_one_sqlite_file_without_locking_errors(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store.db"
+    database = Database.from_url(f"sqlite:///{path}")
+    await database.run_alone(database.execute, ROWS)
+    database.close()
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(path), name], stderr=subprocess.PIPE)
+        for name in ("a", "b", "c")
+    ]
+    for writer in writers:
+        _, errors = writer.communicate(timeout=120)
+        assert writer.returncode == 0, errors.decode()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT COUNT(*) FROM rows").fetchone() == (900,)

@@ -1,0 +1,73 @@
+"""Core migrations bring a database made by an older release up to the current models."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from looping_core.store.db import Database
+from looping_core.store.migrations import bind, migration_status, upgrade
+
+SCHEMA_V1 = Path(__file__).with_name("schema_v1.sql")
+
+
+def columns(connection: sqlite3.Connection, table: str) -> dict[str, tuple[object, ...]]:
+    return {row[1]: row for row in connection.execute(f"PRAGMA table_info({table})")}
+
+
+def indexes(connection: sqlite3.Connection) -> set[str]:
+    rows = connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    return {name for (name,) in rows if not name.startswith("sqlite_autoindex")}
+
+
+def test_a_release_1_database_gains_worker_slots_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as old:
+        old.executescript(SCHEMA_V1.read_text())
+        old.execute("INSERT INTO core_migration VALUES (1, 'initial', '2026-11-01')")
+        old.execute("INSERT INTO tasks VALUES ('t1', 't', 'i', 's', 'c', 2, NULL, 5, 5)")
+        old.execute(
+            "INSERT INTO push_outbox VALUES (1, 't1', 'c1', 'j1', 'https://g/p', '{}', 'pending',"
+            " 0, 5, 5)"
+        )
+    database = Database.from_url(f"sqlite:///{path}")
+    try:
+        applied = database.run_sync(lambda: (bind(database.peewee), upgrade(database.peewee))[1])
+        status = database.run_sync(migration_status, database.peewee)
+    finally:
+        database.close()
+    assert [migration.version for migration in applied] == [2]
+    assert status.applied == (1, 2)
+
+    with sqlite3.connect(path) as upgraded:
+        for table in ("tasks", "push_outbox"):
+            worker = columns(upgraded, table)["worker"]
+            assert worker[3:5] == (1, "0")  # NOT NULL DEFAULT 0
+        assert upgraded.execute("SELECT worker FROM tasks").fetchall() == [(0,)]
+        assert upgraded.execute("SELECT worker FROM push_outbox").fetchall() == [(0,)]
+        assert "push_outbox_state_next_attempt_ts" not in indexes(upgraded)
+        assert {"tasks_worker_state", "push_outbox_worker_state_next_attempt_ts"} <= indexes(
+            upgraded
+        )
+
+
+def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path) -> None:
+    def schema(path: Path) -> dict[str, object]:
+        with sqlite3.connect(path) as connection:
+            return {
+                "tasks": columns(connection, "tasks"),
+                "push_outbox": columns(connection, "push_outbox"),
+                "indexes": indexes(connection),
+            }
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as connection:
+        connection.executescript(SCHEMA_V1.read_text())
+        connection.execute("INSERT INTO core_migration VALUES (1, 'initial', '2026-11-01')")
+    for path in (old, tmp_path / "new.db"):
+        database = Database.from_url(f"sqlite:///{path}")
+        try:
+            database.run_sync(lambda db=database: (bind(db.peewee), upgrade(db.peewee)))
+        finally:
+            database.close()
+    assert schema(old) == schema(tmp_path / "new.db")

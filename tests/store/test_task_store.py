@@ -1,0 +1,167 @@
+"""The task store on both stores: SQLite (the embedded default) and a real PostgreSQL server.
+
+Concurrency here is real: SQLite's one store thread group-commits what waits for it; PostgreSQL's
+eight threads race on their own connections, so its unique index and guarded updates decide.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import psycopg2
+import pytest
+
+from looping_core.a2a.gateway_token import Identity
+from looping_core.a2a.models import (
+    Message,
+    Part,
+    Role,
+    TaskPushNotificationConfig,
+    TaskState,
+)
+from looping_core.store.db import Database
+from looping_core.store.migrations import bind, migration_status, upgrade
+from looping_core.store.tasks import TaskStore, adopt_orphans
+
+ALICE = Identity("t", "https://gateway.example", "alice")
+RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
+
+
+def user_message(message_id: str | None = None) -> Message:
+    return Message(
+        message_id=message_id or str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="hi"),)
+    )
+
+
+def push_config() -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(url="https://gateway.example/push", token="t0k")
+
+
+@pytest.fixture
+async def database(store_url: str) -> AsyncIterator[Database]:
+    database = Database.from_url(store_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    yield database
+    database.close()
+
+
+async def test_migrations_are_recorded_and_run_once(database: Database) -> None:
+    status = await database.run_alone(migration_status, database.peewee)
+    assert status.applied == (1, 2)
+    assert status.pending == ()
+    assert await database.run_alone(upgrade, database.peewee) == []
+    columns = await database.run_alone(database.peewee.get_columns, "push_outbox")
+    assert "worker" in {column.name for column in columns}
+
+
+async def test_fifty_concurrent_duplicates_start_one_turn(database: Database) -> None:
+    store = TaskStore(database)
+    message = user_message()
+    starts = await asyncio.gather(*(store.start_turn(ALICE, message, None) for _ in range(50)))
+    assert sum(start.started for start in starts) == 1
+    assert len({start.task.id for start in starts}) == 1
+    (count,) = await database.run(lambda: database.execute("SELECT COUNT(*) FROM tasks").fetchone())
+    assert count == 1
+
+
+async def test_the_same_message_id_from_another_caller_is_another_turn(database: Database) -> None:
+    store = TaskStore(database)
+    message = user_message()
+    first = await store.start_turn(ALICE, message, None)
+    other = await store.start_turn(Identity("t", ALICE.issuer, "bob"), message, None)
+    assert other.started
+    assert other.task.id != first.task.id
+
+
+async def test_racing_terminal_writes_have_exactly_one_winner(database: Database) -> None:
+    store = TaskStore(database)
+    task = (await store.start_turn(ALICE, user_message(), push_config())).task
+    assert await store.begin_turn(task.id) is not None
+    outcomes = [TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_CANCELED] * 10
+    won = await asyncio.gather(*(store.transition(task.id, state) for state in outcomes))
+    assert sum(won) == 1
+    winner = outcomes[won.index(True)]
+    assert (await store.get(ALICE, task.id)).status.state is winner
+    [queued] = await store.outbox(task.id)  # one terminal state, one push
+    assert queued["state"] == "pending"
+
+
+async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> None:
+    store = TaskStore(database)
+    task = (await store.start_turn(ALICE, user_message(), push_config())).task
+    await store.transition(task.id, TaskState.TASK_STATE_CANCELED)
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="late"),))
+    assert not await store.transition(task.id, TaskState.TASK_STATE_COMPLETED, reply=reply)
+    got = await store.get(ALICE, task.id)
+    assert got.status.state is TaskState.TASK_STATE_CANCELED
+    assert [message.message_id for message in got.history] == [task.history[0].message_id]
+    assert len(await store.outbox(task.id)) == 1
+
+
+async def test_each_worker_recovers_and_delivers_only_its_own_slot(database: Database) -> None:
+    first, second = TaskStore(database, worker=0), TaskStore(database, worker=1)
+    mine = (await first.start_turn(ALICE, user_message(), push_config())).task
+    theirs = (await second.start_turn(ALICE, user_message(), push_config())).task
+    assert await first.unfinished() == [mine.id]
+    assert await second.unfinished() == [theirs.id]
+    for store, task in ((first, mine), (second, theirs)):
+        await store.begin_turn(task.id)
+        await store.transition(task.id, TaskState.TASK_STATE_COMPLETED)
+    assert [item.task_id for item in await first.due_pushes()] == [mine.id]
+    assert [item.task_id for item in await second.due_pushes()] == [theirs.id]
+
+
+async def test_orphaned_slots_are_handed_to_live_workers(database: Database) -> None:
+    """Four workers ran; the server restarts with two: slots 2 and 3 go to 0 and 1."""
+    slots = [TaskStore(database, worker=slot) for slot in range(4)]
+    running = [(await store.start_turn(ALICE, user_message(), None)).task for store in slots]
+    finished = (await slots[3].start_turn(ALICE, user_message(), push_config())).task
+    await slots[3].transition(finished.id, TaskState.TASK_STATE_COMPLETED)
+
+    moved = await database.run_alone(adopt_orphans, database, 2)
+
+    assert moved == 3  # two running tasks and one queued push; the finished task stays put
+    live = [TaskStore(database, worker=slot) for slot in range(2)]
+    assert await live[0].unfinished() == [running[0].id, running[2].id]
+    assert await live[1].unfinished() == [running[1].id, running[3].id]
+    assert [item.task_id for item in await live[1].due_pushes()] == [finished.id]
+    assert await database.run_alone(adopt_orphans, database, 2) == 0
+
+
+async def test_a_duplicate_committed_by_another_connection_mid_turn_wins(
+    postgres_url: str,
+) -> None:
+    """PostgreSQL: another server's transaction holds the same messageId, uncommitted, while ours
+    checks for it. Ours waits on the unique index, fails when theirs commits, and the retry
+    returns their task without starting a turn."""
+    scope = (ALICE.tenant, ALICE.issuer, ALICE.subject)
+    their_message = '{"messageId":"x","role":"ROLE_USER","parts":[{"text":"theirs"}]}'
+    database = Database.from_url(postgres_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    store = TaskStore(database)
+    message = user_message()
+    other = psycopg2.connect(postgres_url)
+    try:
+        with other.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state, status_ts,"
+                " created_ts) VALUES ('theirs', %s, %s, %s, 'ctx', 1, 0, 0)",
+                scope,
+            )
+            cursor.execute(
+                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                " VALUES ('theirs', %s, %s, %s, %s, %s)",
+                (*scope, message.message_id, their_message),
+            )
+        ours = asyncio.ensure_future(store.start_turn(ALICE, message, None))
+        await asyncio.sleep(0.5)
+        assert not ours.done()  # waiting on their uncommitted row
+        other.commit()
+        start = await asyncio.wait_for(ours, 10)
+    finally:
+        other.close()
+        database.close()
+    assert not start.started
+    assert start.task.id == "theirs"
