@@ -11,6 +11,7 @@ restarted server would. SIGTERM or SIGINT stops the workers, then the supervisor
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -18,6 +19,7 @@ import signal
 import socket
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from types import FrameType
 
 from aiohttp import web
@@ -34,6 +36,7 @@ _log = logging.getLogger("looping_core.serving")
 RESTART_LIMIT = 5
 """A slot whose worker dies this often within `RESTART_WINDOW_SECONDS` stops the server."""
 RESTART_WINDOW_SECONDS = 60.0
+SUPERVISOR_POLL_SECONDS = 0.5
 
 
 class ServeError(LoopingError):
@@ -45,6 +48,7 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
     count = workers if workers is not None else config.server.workers
     if count == 1:
         app = create_app(config, plugins=plugins)
+        _check_port_free(config.server.host, config.server.port)
         _announce(config, count)
         web.run_app(
             app,
@@ -55,8 +59,8 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
         )
         return
     create_app(config, plugins=plugins, worker=0)  # every check a worker makes, before forking
-    prepare_store(config, plugins, count)
     _check_port_free(config.server.host, config.server.port)
+    prepare_store(config, plugins, count)
     _announce(config, count)
     _Supervisor(config, plugins, count).run()
 
@@ -115,6 +119,7 @@ class _Supervisor:
             raise ServeError(failure)
 
     def _start(self, slot: int) -> None:
+        supervisor = os.getpid()
         pid = os.fork()
         if pid == 0:  # the worker: serve, and never return into the supervisor's stack
             code = 1
@@ -122,6 +127,7 @@ class _Supervisor:
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 app = create_app(self._config, plugins=self._plugins, worker=slot)
+                app.cleanup_ctx.append(_leave_with(supervisor, slot))
                 _log.info("worker %d serving (pid %d)", slot, os.getpid())
                 web.run_app(
                     app,
@@ -152,6 +158,24 @@ class _Supervisor:
         for pid in self._children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
+
+
+def _leave_with(supervisor: int, slot: int) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A worker stops when its supervisor is gone (killed with SIGKILL, say): nothing would
+    replace it, stop it or recover its slot, and the next server start does all of that."""
+
+    async def watch(app: web.Application) -> AsyncIterator[None]:
+        async def poll() -> None:
+            while os.getppid() == supervisor:
+                await asyncio.sleep(SUPERVISOR_POLL_SECONDS)
+            _log.warning("worker %d: the supervisor is gone; stopping", slot)
+            os.kill(os.getpid(), signal.SIGTERM)  # aiohttp's graceful shutdown
+
+        watcher = asyncio.create_task(poll())
+        yield
+        watcher.cancel()
+
+    return watch
 
 
 def _access_log(config: Config) -> logging.Logger | None:

@@ -2,84 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-HERE = Path(__file__).parent
-
-
-def write_config(path: Path, port: int, gateway: FakeGateway, on_restart: str) -> Path:
-    path.write_text(
-        f"""
-[server]
-port = {port}
-[security]
-signing_key = "env:LPT_CRASH_KEY"
-gateway_origins = ["{gateway.origin}"]
-[store]
-url = "sqlite:///{path.parent / "looping.db"}"
-[runner]
-on_restart = "{on_restart}"
-restart_message = "Restarted; please send the request again."
-[push]
-backoff_seconds = 0.05
-backoff_max_seconds = 0.2
-[tenants.bob]
-agent = "a2a_agents:HoldingAgent"
-[tenants.bob.card]
-name = "Bob"
-description = "Holds turns until told."
-skills = [{{ id = "hold", name = "Hold", description = "Holds.", tags = ["hold"] }}]
-"""
-    )
-    return path
-
-
-async def serve(config: Path, port: int, key: dict[str, str]) -> subprocess.Popen[bytes]:
-    environment = dict(os.environ, LPT_CRASH_KEY=json.dumps(key), PYTHONPATH=str(HERE))
-    script = str(Path(sys.executable).with_name("looping"))
-    log = config.parent / "server.log"
-    with log.open("ab") as output:
-        process = subprocess.Popen(
-            [script, "serve", "--config", str(config)],
-            env=environment,
-            stdout=output,
-            stderr=output,
-        )
-    async with aiohttp.ClientSession() as session:
-        for _ in range(300):
-            if process.poll() is not None:
-                raise AssertionError(log.read_text())
-            try:
-                async with session.get(
-                    f"http://127.0.0.1:{port}/.well-known/jwks.json"
-                ) as response:
-                    if response.status == 200:
-                        return process
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.05)
-    process.kill()
-    raise AssertionError("the server did not start")
-
-
-async def wait_for(path: Path) -> None:
-    for _ in range(600):
-        if path.exists():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"{path} never appeared")
+from served import serve, wait_for, write_config
 
 
 @pytest.mark.parametrize(
@@ -90,7 +21,7 @@ async def test_sigkill_mid_turn_then_restart(
     tmp_path: Path, gateway: FakeGateway, on_restart: str, final_state: str
 ) -> None:
     port = unused_port()
-    config = write_config(tmp_path / "looping.toml", port, gateway, on_restart)
+    config = write_config(tmp_path / "looping.toml", port, gateway, on_restart=on_restart)
     key = ed25519_private_jwk("agent-key-1")
     endpoint = f"http://127.0.0.1:{port}/a2a"
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"

@@ -1,0 +1,112 @@
+"""`looping serve` in a child process, for tests that kill, restart or fork servers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+
+from looping_core.testing import FakeGateway
+
+HERE = Path(__file__).parent
+KEY_VARIABLE = "LPT_SERVED_KEY"
+
+
+def write_config(
+    path: Path, port: int, gateway: FakeGateway, *, on_restart: str = "resume", workers: int = 1
+) -> Path:
+    """A config for tenant `bob`, served by a HoldingAgent, storing next to `path`."""
+    path.write_text(
+        f"""
+[server]
+port = {port}
+workers = {workers}
+[security]
+signing_key = "env:{KEY_VARIABLE}"
+gateway_origins = ["{gateway.origin}"]
+[store]
+url = "sqlite:///{path.parent / "looping.db"}"
+[runner]
+on_restart = "{on_restart}"
+restart_message = "Restarted; please send the request again."
+[push]
+backoff_seconds = 0.05
+backoff_max_seconds = 0.2
+[tenants.bob]
+agent = "a2a_agents:HoldingAgent"
+[tenants.bob.card]
+name = "Bob"
+description = "Holds turns until told."
+skills = [{{ id = "hold", name = "Hold", description = "Holds.", tags = ["hold"] }}]
+"""
+    )
+    return path
+
+
+def log_of(config: Path) -> Path:
+    return config.parent / "server.log"
+
+
+def start(config: Path, key: dict[str, str], *arguments: str) -> subprocess.Popen[bytes]:
+    """Start `looping serve` in its own session (its log in server.log beside the config)."""
+    environment = dict(os.environ, PYTHONPATH=str(HERE))
+    environment[KEY_VARIABLE] = json.dumps(key)
+    script = str(Path(sys.executable).with_name("looping"))
+    with log_of(config).open("ab") as output:
+        return subprocess.Popen(
+            [script, "serve", "--config", str(config), *arguments],
+            env=environment,
+            stdout=output,
+            stderr=output,
+            start_new_session=True,
+        )
+
+
+async def serve(
+    config: Path, port: int, key: dict[str, str], *arguments: str
+) -> subprocess.Popen[bytes]:
+    """`start`, then wait until the server answers on `port`."""
+    process = start(config, key, *arguments)
+    async with aiohttp.ClientSession() as session:
+        for _ in range(300):
+            if process.poll() is not None:
+                raise AssertionError(log_of(config).read_text())
+            try:
+                async with session.get(
+                    f"http://127.0.0.1:{port}/.well-known/jwks.json"
+                ) as response:
+                    if response.status == 200:
+                        return process
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.05)
+    process.kill()
+    raise AssertionError("the server did not start")
+
+
+async def wait_for(path: Path) -> None:
+    for _ in range(600):
+        if path.exists():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} never appeared")
+
+
+def children(process: subprocess.Popen[bytes]) -> list[int]:
+    """The live child processes of `process` (a supervisor's workers)."""
+    path = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+    return [int(pid) for pid in path.read_text().split()]
+
+
+def has_exited(pid: int) -> bool:
+    """Gone, or a zombie no one has reaped yet."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
