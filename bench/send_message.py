@@ -1,13 +1,22 @@
 """Load benchmark: authenticated SendMessage against looping-core vs the official SDK's server.
 
-    python bench/send_message.py [--requests 2000] [--levels 1,16,64]
+    python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--push]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
-WordCountAgent, and drives `SendMessage` from this separate process with a fresh gateway token per
-request (every one verified, every task committed to SQLite, every result pushed back to the fake
-gateway here). Then it starts the official A2A Python SDK's in-memory, unauthenticated server
-(bench/sdk_server.py) doing the same work and drives it the same way, and prints requests/s,
-p50 and p99 per concurrency level, and the ratio. Numbers only; nothing is asserted.
+WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
+with an external load generator: `wrk` (Debian package `wrk`) running bench/send_message.lua, or,
+without it, an aiohttp client in this process (which then shares the CPU with the server). Every
+request carries its own gateway token, minted beforehand and never used twice, and a new
+messageId: every token is verified, every task is a new turn committed to SQLite and run.
+
+Then it starts the official A2A Python SDK's in-memory, unauthenticated server
+(bench/sdk_server.py, the same word count) and drives it with the same requests. It prints
+requests/s, p50, p99 and the server's CPU time per request for each level, and the ratios.
+Numbers only; nothing is asserted.
+
+Both servers get the same request: `returnImmediately: true` and no push config (the SDK server
+sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
+is also signed and pushed to a receiver in this process: more work on our side only.
 """
 
 from __future__ import annotations
@@ -16,12 +25,14 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -31,73 +42,99 @@ from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
+WRK_SCRIPT = HERE / "send_message.lua"
+WARM_UP_SECONDS = 1
 
 
-def message(text: str) -> dict[str, object]:
-    return {"messageId": str(uuid.uuid4()), "role": "ROLE_USER", "parts": [{"text": text}]}
+@dataclass(frozen=True)
+class Request:
+    """What every request of a run carries besides its token and messageId."""
+
+    url: str
+    tenant: str | None
+    push: dict[str, object] | None
 
 
-async def send_message(
-    session: aiohttp.ClientSession,
-    url: str,
-    configuration: dict[str, object],
-    *,
-    tenant: str | None = None,
-    token: str | None = None,
-) -> int:
-    """One SendMessage; the HTTP status, or 599 when the body is a JSON-RPC error."""
-    params: dict[str, object] = {
-        "message": message("one two three"),
-        "configuration": configuration,
-    }
-    headers = {"A2A-Version": "1.0"}
-    if tenant is not None:
-        params["tenant"] = tenant
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
-    async with session.post(url, json=body, headers=headers) as response:
-        payload = await response.json()
-        return response.status if "result" in payload else 599
+@dataclass(frozen=True)
+class Result:
+    requests: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+    failed: int
+    tokens_reused: int
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
 
 
-async def wait_ready(url: str, process: subprocess.Popen[bytes], body: dict[str, object]) -> None:
-    async with aiohttp.ClientSession() as session:
-        for _ in range(600):
-            if process.poll() is not None:
-                raise SystemExit(f"the server exited with {process.returncode}")
-            try:
-                async with session.post(url, json=body, headers={"A2A-Version": "1.0"}) as response:
-                    await response.read()
-                    return
-            except aiohttp.ClientError:
-                await asyncio.sleep(0.05)
-    raise SystemExit(f"{url} did not come up")
+Load = Callable[[Request, int, int, Path | None], Awaitable[Result]]
 
 
-async def drive(
-    send: Callable[[aiohttp.ClientSession], Awaitable[int]], concurrency: int, total: int
-) -> tuple[float, list[float], int]:
-    """Send `total` requests from `concurrency` workers; (requests/s, latencies, failures)."""
-    latencies: list[float] = []
-    failures = 0
-    remaining = total
+async def wrk_load(request: Request, concurrency: int, seconds: int, tokens: Path | None) -> Result:
+    """`wrk` with one thread (the server needs the other cores) and `concurrency` connections."""
+    command = [
+        "wrk", "-t1", f"-c{concurrency}", f"-d{seconds}s", "-s", str(WRK_SCRIPT), request.url,
+        "--", str(tokens or "-"), request.tenant or "-", uuid.uuid4().hex,
+        json.dumps(request.push) if request.push else "-",
+    ]  # fmt: skip
+    process = await asyncio.create_subprocess_exec(
+        *command, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    output, errors = await process.communicate()
+    lines = [line for line in output.decode().splitlines() if line.startswith("RESULT ")]
+    if process.returncode != 0 or not lines:
+        raise SystemExit(f"wrk failed:\n{output.decode()}\n{errors.decode()}")
+    requests, micros, p50, p99, failed, reused = lines[0].split()[1:]
+    return Result(
+        int(requests), int(micros) / 1e6, float(p50), float(p99), int(failed), int(reused)
+    )
+
+
+async def python_load(
+    request: Request, concurrency: int, seconds: int, tokens: Path | None
+) -> Result:
+    """The fallback without wrk: aiohttp clients in this process, sharing the CPU."""
+    pool = tokens.read_text().split() if tokens else []
+    run_id, sent, failed, latencies = uuid.uuid4().hex, 0, 0, []
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
+        deadline = time.perf_counter() + seconds
 
-        async def worker() -> None:
-            nonlocal remaining, failures
-            while remaining > 0:
-                remaining -= 1
+        async def client() -> None:
+            nonlocal sent, failed
+            while time.perf_counter() < deadline:
+                sent += 1
+                headers = {"A2A-Version": "1.0"}
+                if pool:
+                    headers["Authorization"] = f"Bearer {pool[(sent - 1) % len(pool)]}"
                 started = time.perf_counter()
-                status = await send(session)
+                async with session.post(
+                    request.url, json=envelope(request, f"{run_id}-{sent}"), headers=headers
+                ) as response:
+                    failed += response.status != 200 or "result" not in await response.json()
                 latencies.append(time.perf_counter() - started)
-                failures += status != 200
 
         started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(client() for _ in range(concurrency)))
         elapsed = time.perf_counter() - started
-    return total / elapsed, latencies, failures
+    latencies.sort()
+    p50, p99 = (latencies[min(len(latencies) - 1, int(len(latencies) * q))] for q in (0.5, 0.99))
+    reused = max(0, len(latencies) - len(pool)) if pool else 0
+    return Result(len(latencies), elapsed, p50 * 1000, p99 * 1000, failed, reused)
+
+
+def envelope(request: Request, message_id: str) -> dict[str, object]:
+    """The JSON-RPC body `send_message.lua` builds too."""
+    configuration: dict[str, object] = {"returnImmediately": True}
+    if request.push:
+        configuration["taskPushNotificationConfig"] = request.push
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "one two three"}]}
+    params: dict[str, object] = {"message": message, "configuration": configuration}
+    if request.tenant:
+        params["tenant"] = request.tenant
+    return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -114,106 +151,159 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(int(child)) for child in children)
 
 
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))] * 1000
+async def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
+    async with aiohttp.ClientSession() as session:
+        for _ in range(600):
+            if process.poll() is not None:
+                raise SystemExit(f"the server exited with {process.returncode}")
+            try:
+                async with session.post(url, json={"jsonrpc": "2.0", "id": 0, "method": "x"}):
+                    return
+            except aiohttp.ClientError:
+                await asyncio.sleep(0.05)
+    raise SystemExit(f"{url} did not come up")
 
 
 async def run_levels(
     name: str,
     server: subprocess.Popen[bytes],
-    send: Callable[[aiohttp.ClientSession], Awaitable[int]],
+    request: Request,
+    load: Load,
+    *,
     levels: list[int],
-    total: int,
+    seconds: int,
+    mint: Callable[[int], Path | None],
 ) -> dict[int, float]:
-    await drive(send, 8, min(200, total))  # warm up
+    await load(request, 8, WARM_UP_SECONDS, mint(WARM_UP_SECONDS))
     results = {}
     for concurrency in levels:
+        tokens = mint(seconds)
         cpu_before = cpu_seconds(server.pid)
-        rps, latencies, failures = await drive(send, concurrency, total)
-        server_cpu_ms = (cpu_seconds(server.pid) - cpu_before) / total * 1000
-        results[concurrency] = rps
-        p50, p99 = percentile(latencies, 0.5), percentile(latencies, 0.99)
+        result = await load(request, concurrency, seconds, tokens)
+        cpu_ms = (cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1000
+        results[concurrency] = result.rps
+        reused = f"   TOKENS REUSED: {result.tokens_reused}" if result.tokens_reused else ""
         print(
-            f"{name:<14} c={concurrency:<3} {rps:8.0f} req/s   p50 {p50:7.2f} ms"
-            f"   p99 {p99:7.2f} ms   server CPU {server_cpu_ms:5.2f} ms/req"
-            f"   non-200: {failures}",
+            f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
+            f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
+            f"   failed: {result.failed}{reused}",
             flush=True,
         )
     return results
 
 
-async def bench_looping(levels: list[int], total: int, folder: Path) -> dict[int, float]:
-    async with FakeGateway() as gateway:
-        gateway.verify_pushes = False  # the load generator must not spend its CPU on pushes
-        port = unused_port()
-        config = folder / "looping.toml"
-        config.write_text(
-            (ROOT / "examples" / "looping.toml").read_text()
-            .replace("port = 8080", f"port = {port}")
-            .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
-            .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
-            .replace("sqlite:///looping.db", f"sqlite:///{folder / 'looping.db'}")
-            + "\n[runner]\nconcurrency = 64\n"
-        )  # fmt: skip
-        environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("looping")), "serve", "--config", str(config)],
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,  # its INFO log would drown the numbers
+async def bench_looping(
+    gateway: FakeGateway, workers: int, args: argparse.Namespace, load: Load, folder: Path
+) -> dict[int, float]:
+    port = unused_port()
+    folder = folder / f"workers-{workers}"
+    folder.mkdir()
+    config = folder / "looping.toml"
+    config.write_text(
+        (ROOT / "examples" / "looping.toml").read_text()
+        .replace("[server]\n", f"[server]\nworkers = {workers}\naccess_log = false\n")
+        .replace("port = 8080", f"port = {port}")
+        .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+        .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
+        .replace("sqlite:///looping.db", f"sqlite:///{folder / 'looping.db'}")
+        + "\n[runner]\nconcurrency = 64\n"
+    )  # fmt: skip
+    environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("looping")), "serve", "--config", str(config)],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    endpoint = f"http://127.0.0.1:{port}/a2a"
+    minted = 0
+
+    def mint(seconds: int) -> Path:
+        """One token per request the run can send: `--max-rate` requests/s for `seconds`."""
+        nonlocal minted
+        minted += 1
+        path = folder / f"tokens-{minted}"
+        count = seconds * args.max_rate
+        tokens = (gateway.token(tenant="words", aud=endpoint, lifetime=900) for _ in range(count))
+        path.write_text("\n".join(tokens) + "\n")
+        return path
+
+    try:
+        await wait_ready(endpoint, server)
+        request = Request(endpoint, "words", gateway.push_config() if args.push else None)
+        label = f"looping-core ({plural(workers)})"
+        return await run_levels(
+            label, server, request, load, levels=args.levels, seconds=args.seconds, mint=mint
         )
-        endpoint = f"http://127.0.0.1:{port}/a2a"
-        try:
-            await wait_ready(endpoint, server, {"jsonrpc": "2.0", "id": 0, "method": "x"})
-
-            async def send(session: aiohttp.ClientSession) -> int:
-                token = gateway.token(tenant="words", aud=endpoint)  # fresh for every request
-                configuration = {
-                    "returnImmediately": True,
-                    "taskPushNotificationConfig": gateway.push_config(),
-                }
-                return await send_message(
-                    session, endpoint, configuration, tenant="words", token=token
-                )
-
-            return await run_levels("looping-core", server, send, levels, total)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
-async def bench_sdk(levels: list[int], total: int) -> dict[int, float]:
+async def bench_sdk(args: argparse.Namespace, load: Load) -> dict[int, float]:
     port = unused_port()
     server = subprocess.Popen(
         [sys.executable, str(HERE / "sdk_server.py"), str(port)], stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        await wait_ready(url, server, {"jsonrpc": "2.0", "id": 0, "method": "x"})
-
-        async def send(session: aiohttp.ClientSession) -> int:
-            return await send_message(session, url, {"returnImmediately": True})
-
-        return await run_levels("a2a-sdk", server, send, levels, total)
+        await wait_ready(url, server)
+        request = Request(url, None, None)
+        return await run_levels(
+            "a2a-sdk", server, request, load,
+            levels=args.levels, seconds=args.seconds, mint=lambda _: None,
+        )  # fmt: skip
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
+def plural(workers: int) -> str:
+    return f"{workers} worker{'s' if workers > 1 else ''}"
+
+
+def integers(text: str) -> list[int]:
+    return [int(item) for item in text.split(",")]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--requests", type=int, default=2000, help="requests per level")
-    parser.add_argument("--levels", default="1,16,64", help="concurrency levels")
+    parser.add_argument("--seconds", type=int, default=5, help="seconds per level")
+    parser.add_argument("--levels", type=integers, default=[1, 16, 64], help="concurrency levels")
+    parser.add_argument(
+        "--workers",
+        type=integers,
+        default=sorted({1, os.cpu_count() or 1}),
+        help="looping-core server processes to measure (default: 1 and one per CPU)",
+    )
+    parser.add_argument("--push", action="store_true", help="also push every result (ours)")
+    parser.add_argument(
+        "--max-rate", type=int, default=3000, help="tokens minted per second of load"
+    )
+    parser.add_argument("--python-load", action="store_true", help="do not use wrk")
     args = parser.parse_args()
-    levels = [int(level) for level in args.levels.split(",")]
-    print(f"{os.cpu_count()} CPUs; {args.requests} requests per level; load from this process\n")
+    load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load
+    driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
+    push = "a push config (looping-core)" if args.push else "no push config"
+    print(
+        f"{os.cpu_count()} CPUs; load: {driver}; {args.seconds} s per level;"
+        f" SendMessage, returnImmediately, {push}\n",
+        flush=True,
+    )
+    ours = {}
     with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
-        ours = await bench_looping(levels, args.requests, Path(folder))
-    theirs = await bench_sdk(levels, args.requests)
+        async with FakeGateway() as gateway:
+            gateway.verify_pushes = False  # the load side must not spend CPU on verifying
+            for workers in args.workers:
+                ours[workers] = await bench_looping(gateway, workers, args, load, Path(folder))
+    theirs = await bench_sdk(args, load)
     print()
-    for level in levels:
-        print(f"c={level:<3} looping-core / a2a-sdk = {ours[level] / theirs[level]:.2f}x")
+    for level in args.levels:
+        ratios = "   ".join(
+            f"{plural(workers)}: {ours[workers][level] / theirs[level]:.2f}x"
+            for workers in args.workers
+        )
+        print(f"c={level:<3} looping-core / a2a-sdk   {ratios}")
 
 
 if __name__ == "__main__":
