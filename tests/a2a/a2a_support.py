@@ -21,7 +21,7 @@ from looping_core.testing import ed25519_private_jwk
 KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
 
 
-def agent_config(port: int, gateway_origins: list[str], store: Path, extra: str = "") -> Config:
+def agent_config(port: int, gateway_origins: list[str], store_url: str, extra: str = "") -> Config:
     origins = json.dumps(gateway_origins)
     return parse_config(
         f"""
@@ -35,7 +35,7 @@ signing_key = "env:{KEY_VARIABLE}"
 gateway_origins = {origins}
 
 [store]
-url = "sqlite:///{store}"
+url = "{store_url}"
 
 {extra}
 
@@ -119,14 +119,16 @@ class RunningAgent:
 async def start_agent(
     gateway_origins: list[str],
     *,
-    store: Path | None = None,
+    store_url: str | None = None,
     extra: str = "",
     signing_jwk: dict[str, Any] | None = None,
 ) -> tuple[RunningAgent, web.AppRunner]:
-    """Start the agent server; `store` reuses a database file (a restart), `extra` adds TOML."""
+    """Start the agent server; `store_url` picks the store (the same one again: a restart; by
+    default a new SQLite file), `extra` adds TOML."""
     port = unused_port()
-    store = store or Path(tempfile.mkdtemp(prefix="looping-test-")) / "looping.db"
-    config = agent_config(port, gateway_origins, store, extra)
+    if store_url is None:
+        store_url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='looping-test-')) / 'looping.db'}"
+    config = agent_config(port, gateway_origins, store_url, extra)
     signing_jwk = signing_jwk or ed25519_private_jwk("agent-key-1")
     app = create_app(config, environ={KEY_VARIABLE: json.dumps(signing_jwk)})
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)

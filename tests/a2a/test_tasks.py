@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import a2a_agents
@@ -37,8 +36,9 @@ def strict(document: Any, proto: type) -> Any:
 
 
 @pytest.fixture
-async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
-    running, runner = await start_agent([gateway.origin], extra=FAST_PUSH)
+async def agent(gateway: FakeGateway, store_url: str) -> AsyncIterator[RunningAgent]:
+    """The agent on each store: every test here runs on SQLite and on PostgreSQL."""
+    running, runner = await start_agent([gateway.origin], store_url=store_url, extra=FAST_PUSH)
     gateway.agent_jwks_url = running.base_url + "/.well-known/jwks.json"
     yield running
     await running.session.close()
@@ -122,15 +122,16 @@ async def test_fifty_concurrent_duplicates_make_one_task_and_one_turn(
     assert len([p for p in gateway.pushes if p.claims and p.claims["taskId"] == task_id]) == 1
 
 
-async def test_a_duplicate_after_a_restart_starts_nothing(gateway: FakeGateway) -> None:
-    first, runner = await start_agent([gateway.origin], extra=FAST_PUSH)
-    store_url = first.config.store.url.removeprefix("sqlite:///")
+async def test_a_duplicate_after_a_restart_starts_nothing(
+    gateway: FakeGateway, store_url: str
+) -> None:
+    first, runner = await start_agent([gateway.origin], store_url=store_url, extra=FAST_PUSH)
     message_id = str(uuid.uuid4())
     task = await send(first, gateway, "once", message_id=message_id)
     await wait_state(first, gateway, task["id"], "TASK_STATE_COMPLETED")
     await first.session.close()
     await runner.cleanup()
-    again, runner = await start_agent([gateway.origin], store=Path(store_url), extra=FAST_PUSH)
+    again, runner = await start_agent([gateway.origin], store_url=store_url, extra=FAST_PUSH)
     try:
         repeat = await send(again, gateway, "once", message_id=message_id)
         assert repeat["id"] == task["id"]
