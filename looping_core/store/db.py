@@ -89,6 +89,7 @@ class _Job:
 
 
 _Outcome = tuple[_Job, Any, BaseException | None]
+_CONNECTION_ERRORS = (peewee.OperationalError, peewee.InterfaceError)
 
 
 class Database:
@@ -172,12 +173,8 @@ class Database:
             job = pending.pop() if pending else self._jobs.get()
             if job is None:
                 break
-            self.peewee.connect(reuse_if_open=True)
-            if job.alone:
-                _deliver([self._run_alone(job)])
-                continue
             batch = [job]
-            while len(batch) < self._batch:
+            while not job.alone and len(batch) < self._batch:
                 try:
                     waiting = self._jobs.get_nowait()
                 except queue.Empty:
@@ -186,29 +183,38 @@ class Database:
                     pending.append(waiting)
                     break
                 batch.append(waiting)
-            _deliver(self._run_batch(batch))
-        if not self.peewee.is_closed():
-            self.peewee.close()
+            outcomes = self._run_alone(job) if job.alone else self._run_batch(batch)
+            if any(isinstance(error, _CONNECTION_ERRORS) for _, _, error in outcomes):
+                self._drop_connection()  # the next job connects afresh (a restarted server)
+            _deliver(outcomes)
+        self._drop_connection()
 
-    def _run_alone(self, job: _Job) -> _Outcome:
+    def _run_alone(self, job: _Job) -> list[_Outcome]:
         try:
+            self.peewee.connect(reuse_if_open=True)
             with self._writer_turn():
-                return job, job.fn(*job.args), None
-        except Exception as exc:
-            return job, None, exc
+                return [(job, job.fn(*job.args), None)]
+        except BaseException as exc:  # never let a job end the store thread
+            return [(job, None, exc)]
 
     def _run_batch(self, batch: list[_Job]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         try:
+            self.peewee.connect(reuse_if_open=True)
             with self._writer_turn(), self.write():
                 for job in batch:
                     try:
                         outcomes.append((job, job.fn(*job.args), None))
-                    except Exception as exc:  # its own `write()` savepoint undid its writes
+                    except BaseException as exc:  # its own `write()` savepoint undid its writes
                         outcomes.append((job, None, exc))
-        except Exception as exc:  # the commit failed: nothing of the batch is stored
+        except BaseException as exc:  # no connection, or the commit failed: nothing is stored
             return [(job, None, exc) for job in batch]
         return outcomes
+
+    def _drop_connection(self) -> None:
+        with contextlib.suppress(peewee.PeeweeException, *_CONNECTION_ERRORS):
+            if not self.peewee.is_closed():
+                self.peewee.close()
 
     @contextlib.contextmanager
     def _writer_turn(self) -> Iterator[None]:
@@ -253,5 +259,7 @@ def _settle(outcome: _Outcome) -> None:
         return
     if error is None:
         job.future.set_result(result)
-    else:
+    elif isinstance(error, Exception) and not isinstance(error, StopIteration):
         job.future.set_exception(error)
+    else:  # what a future refuses to carry (StopIteration, a BaseException) arrives wrapped
+        job.future.set_exception(StoreError(f"a store job raised {error!r}"))

@@ -12,9 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import peewee
+import psycopg2
 import pytest
 
-from looping_core.store.db import Database
+from looping_core.store.db import POSTGRES_THREADS, Database, StoreError
 
 ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
 
@@ -158,3 +159,49 @@ async def test_two_processes_write_one_sqlite_file_without_locking_errors(
         assert writer.returncode == 0, errors.decode()
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT COUNT(*) FROM rows").fetchone() == (900,)
+
+
+async def test_a_job_raising_what_a_future_cannot_carry_is_wrapped(database: Database) -> None:
+    def exhausted() -> None:
+        next(iter(()))
+
+    with pytest.raises(StoreError, match="StopIteration"):
+        await database.run(exhausted)
+    assert await database.run(lambda: "still serving") == "still serving"
+
+
+async def test_a_store_that_cannot_be_opened_fails_every_call_and_hangs_none(
+    tmp_path: Path,
+) -> None:
+    database = Database.from_url(f"sqlite:///{tmp_path}")  # a folder, not a database file
+    try:
+        for _ in range(3):
+            with pytest.raises(peewee.OperationalError):
+                await asyncio.wait_for(database.run(lambda: 1), 10)
+    finally:
+        database.close()
+
+
+async def test_postgresql_connections_lost_are_opened_again(postgres_url: str) -> None:
+    """The server drops every connection (a restart, a failover): each store thread fails one
+    job with the connection error, then reconnects."""
+    database = Database.from_url(postgres_url)
+    try:
+        await asyncio.gather(*(database.run(lambda: 1) for _ in range(32)))  # all threads connect
+        with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            assert len(cursor.fetchall()) == POSTGRES_THREADS
+        outcomes = []
+        for _ in range(100):
+            try:
+                await database.run(database.execute, "SELECT 1")
+                outcomes.append("ok")
+            except (peewee.OperationalError, peewee.InterfaceError):
+                outcomes.append("lost")
+    finally:
+        database.close()
+    assert 1 <= outcomes.count("lost") <= POSTGRES_THREADS  # at most once per thread...
+    assert outcomes[-60:] == ["ok"] * 60  # ...then each has connected again
