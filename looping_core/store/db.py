@@ -107,6 +107,8 @@ class Database:
         # locks until a shared commit could deadlock one another there.
         self._batch = SQLITE_BATCH if sqlite else 1
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._closing = threading.Lock()
+        self._closed = False
         self._threads = [
             threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
             for index in range(1 if sqlite else POSTGRES_THREADS)
@@ -122,21 +124,21 @@ class Database:
         """Run `fn(*args)` on the store's thread, in a transaction, and await the result."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._jobs.put(_Job(fn, args, future, loop))
+        self._queue(_Job(fn, args, future, loop))
         return await future
 
     async def run_alone(self, fn: Callable[..., _T], *args: Any) -> _T:
         """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._jobs.put(_Job(fn, args, future, loop, alone=True))
+        self._queue(_Job(fn, args, future, loop, alone=True))
         return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`run_alone` for synchronous code (the CLI, the supervisor): still on the store's
         thread, and waits for the result."""
         future: concurrent.futures.Future[_T] = concurrent.futures.Future()
-        self._jobs.put(_Job(fn, args, future, None, alone=True))
+        self._queue(_Job(fn, args, future, None, alone=True))
         return future.result()
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
@@ -158,12 +160,22 @@ class Database:
 
     def close(self) -> None:
         """Finish the queued work, then close every connection and stop the threads."""
+        with self._closing:
+            if self._closed:
+                return
+            self._closed = True
         for _ in self._threads:
             self._jobs.put(None)
         for thread in self._threads:
             thread.join()
         if self._lock_file is not None:
             self._lock_file.close()
+
+    def _queue(self, job: _Job) -> None:
+        with self._closing:  # nothing may queue behind the threads' stop signal
+            if self._closed:
+                raise StoreError("the store is closed")
+            self._jobs.put(job)
 
     # -- the store thread -----------------------------------------------------------------------
 

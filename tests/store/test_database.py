@@ -205,3 +205,13 @@ async def test_postgresql_connections_lost_are_opened_again(postgres_url: str) -
         database.close()
     assert 1 <= outcomes.count("lost") <= POSTGRES_THREADS  # at most once per thread...
     assert outcomes[-60:] == ["ok"] * 60  # ...then each has connected again
+
+
+async def test_a_closed_store_refuses_work_instead_of_hanging(tmp_path: Path) -> None:
+    database = Database.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    database.close()
+    database.close()  # idempotent
+    with pytest.raises(StoreError, match="closed"):
+        await database.run(lambda: 1)
+    with pytest.raises(StoreError, match="closed"):
+        database.run_sync(lambda: 1)
