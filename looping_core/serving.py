@@ -106,14 +106,16 @@ class _Supervisor:
             slot = self._children.pop(pid)
             if self._stopping:
                 continue
-            _log.warning("worker %d (pid %d) %s; starting a new one", slot, pid, _describe(status))
             if self._dies_too_often(slot):
                 failure = (
                     f"worker {slot} died {RESTART_LIMIT} times within "
-                    f"{RESTART_WINDOW_SECONDS:.0f} s (last: {_describe(status)}); see its log"
+                    f"{RESTART_WINDOW_SECONDS:.0f} s (last: pid {pid} {_describe(status)}); "
+                    "stopping the server, see the log above"
                 )
+                _log.error("%s", failure)
                 self._stop(signal.SIGTERM, None)
                 continue
+            _log.warning("worker %d (pid %d) %s; starting a new one", slot, pid, _describe(status))
             self._start(slot)
         if failure is not None:
             raise ServeError(failure)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import unused_port
 
+from looping_core.serving import RESTART_LIMIT
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from served import children, has_exited, log_of, serve, start, wait_for, write_config
@@ -32,6 +34,15 @@ async def wait_until_exited(pids: list[int], timeout: float = 20) -> None:
     async with asyncio.timeout(timeout):
         while not all(has_exited(pid) for pid in pids):
             await asyncio.sleep(0.05)
+
+
+async def worker_pid(config: Path, *, slot: int, generation: int) -> int:
+    """The pid of the `generation`-th worker started in `slot` (0: the first), from the log."""
+    started = re.compile(rf"worker {slot} serving \(pid (\d+)\)")
+    async with asyncio.timeout(30):
+        while len(pids := started.findall(log_of(config).read_text())) <= generation:
+            await asyncio.sleep(0.02)
+    return int(pids[generation])
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:
@@ -186,3 +197,22 @@ async def test_a_port_already_in_use_is_refused_before_anything_starts(
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in (
         log_of(config).read_text()
     )
+
+
+async def test_a_worker_that_keeps_dying_stops_the_server(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    port = unused_port()
+    config = write_config(tmp_path / "looping.toml", port, gateway, workers=2)
+    server = await serve(config, port, KEY)
+    try:
+        for death in range(RESTART_LIMIT):
+            victim = await worker_pid(config, slot=0, generation=death)
+            os.kill(victim, signal.SIGKILL)
+            await wait_until_exited([victim])
+        assert server.wait(timeout=30) == 1
+    finally:
+        stop(server)
+    log = log_of(config).read_text()
+    assert f"died {RESTART_LIMIT} times within 60 s" in log
+    assert "stopping the server" in log
