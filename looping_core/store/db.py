@@ -5,10 +5,11 @@ runs `fn` on the store's own thread(s): one for SQLite (a single writer, no lock
 pool for PostgreSQL. Nothing else in the package touches a connection from the loop.
 
 SQLite work is group-committed: the store thread takes every job waiting for it (up to
-`SQLITE_BATCH`) and runs them in one transaction, each inside its own savepoint, so a job that
-raises undoes only its own writes. No job's result is handed back before that commit, and the
-loop is woken once per batch rather than once per job. Under load this turns a commit and a
-thread wake-up per statement group into one per batch; with no load a batch is a single job.
+`SQLITE_BATCH`) and runs them in one transaction. A job writes inside `Database.write()`, a
+savepoint there, so a job that raises undoes only its own writes. No job's result is handed back
+before the commit, and the loop is woken once per batch rather than once per job: under load a
+commit and a wake-up per job become one per batch; with no load a batch is a single job.
+Server processes sharing the file take turns on a kernel lock beside it (`<file>.lock`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ _T = TypeVar("_T")
 
 SQLITE_PRAGMAS = {
     "journal_mode": "wal",  # readers never block the writer
-    "synchronous": "normal",  # durable at every checkpoint; WAL keeps commits atomic
+    # A commit survives the process being killed; a power loss may take the last ones back.
+    "synchronous": "normal",
     "busy_timeout": 5000,
     "foreign_keys": 1,
 }
@@ -69,9 +71,9 @@ def open_database(url: str) -> peewee.Database:
     )
 
 
-def _writer_lock_file(database: peewee.SqliteDatabase) -> IO[bytes] | None:
+def _writer_lock_file(database: peewee.Database) -> IO[bytes] | None:
     """The lock file beside an SQLite database file (none in memory, or without `fcntl`)."""
-    path = database.database
+    path: str = database.database
     if fcntl is None or path == ":memory:" or path.startswith("file:"):
         return None
     return open(f"{path}.lock", "ab")
@@ -100,9 +102,7 @@ class Database:
         self._param: str = database.param
         self._statements: dict[str, str] = {}
         sqlite = isinstance(database, peewee.SqliteDatabase)
-        self._lock_file = (
-            _writer_lock_file(database) if isinstance(database, peewee.SqliteDatabase) else None
-        )
+        self._lock_file = _writer_lock_file(database) if sqlite else None
         # PostgreSQL runs jobs one per transaction on several connections: batches that hold row
         # locks until a shared commit could deadlock one another there.
         self._batch = SQLITE_BATCH if sqlite else 1
