@@ -119,6 +119,7 @@ class _Supervisor:
             self._start(slot)
         if failure is not None:
             raise ServeError(failure)
+        _log.info("every worker has stopped")
 
     def _start(self, slot: int) -> None:
         supervisor = os.getpid()
@@ -126,16 +127,20 @@ class _Supervisor:
         if pid == 0:  # the worker: serve, and never return into the supervisor's stack
             code = 1
             try:
+                # Only the supervisor stops workers, with one SIGTERM each: a terminal's Ctrl-C
+                # reaches the whole process group, and a second signal would cut a graceful
+                # shutdown short.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 app = create_app(self._config, plugins=self._plugins, worker=slot)
-                app.cleanup_ctx.append(_leave_with(supervisor, slot))
+                app.cleanup_ctx.append(_worker_lifecycle(supervisor, slot))
                 _log.info("worker %d serving (pid %d)", slot, os.getpid())
                 web.run_app(
                     app,
                     host=self._config.server.host,
                     port=self._config.server.port,
                     reuse_port=True,
+                    handle_signals=False,
                     print=None,
                     access_log=_access_log(self._config),
                 )
@@ -162,22 +167,33 @@ class _Supervisor:
                 os.kill(pid, signal.SIGTERM)
 
 
-def _leave_with(supervisor: int, slot: int) -> Callable[[web.Application], AsyncIterator[None]]:
-    """A worker stops when its supervisor is gone (killed with SIGKILL, say): nothing would
-    replace it, stop it or recover its slot, and the next server start does all of that."""
+def _worker_lifecycle(
+    supervisor: int, slot: int
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """A worker's stops: the first SIGTERM shuts it down gracefully (later ones are ignored),
+    and so does losing its supervisor (killed with SIGKILL, say), since nothing would then
+    replace it, stop it or recover its slot; the next server start does all of that."""
 
-    async def watch(app: web.Application) -> AsyncIterator[None]:
-        async def poll() -> None:
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+
+        def stop() -> None:
+            loop.remove_signal_handler(signal.SIGTERM)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            raise web.GracefulExit()  # out of the loop: aiohttp's graceful shutdown
+
+        async def watch_supervisor() -> None:
             while os.getppid() == supervisor:
                 await asyncio.sleep(SUPERVISOR_POLL_SECONDS)
             _log.warning("worker %d: the supervisor is gone; stopping", slot)
-            os.kill(os.getpid(), signal.SIGTERM)  # aiohttp's graceful shutdown
+            os.kill(os.getpid(), signal.SIGTERM)
 
-        watcher = asyncio.create_task(poll())
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        watcher = asyncio.create_task(watch_supervisor())
         yield
         watcher.cancel()
 
-    return watch
+    return lifecycle
 
 
 def _access_log(config: Config) -> logging.Logger | None:

@@ -39,6 +39,8 @@ backoff_seconds = 0.05
 backoff_max_seconds = 0.2
 [tenants.bob]
 agent = "a2a_agents:HoldingAgent"
+allow_configless = true
+max_wait_seconds = 2
 [tenants.bob.card]
 name = "Bob"
 description = "Holds turns until told."

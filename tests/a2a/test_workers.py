@@ -155,18 +155,41 @@ async def test_a_restart_with_fewer_workers_adopts_the_missing_slots(
     assert rows(config, "SELECT DISTINCT worker FROM tasks") == [(2,)]  # 5 mod 3
 
 
-async def test_sigterm_stops_the_workers_then_the_supervisor(
-    tmp_path: Path, gateway: FakeGateway
+@pytest.mark.parametrize("how", ["SIGTERM to the supervisor", "Ctrl-C to the process group"])
+async def test_a_stop_signal_stops_the_workers_gracefully_then_the_supervisor(
+    tmp_path: Path, gateway: FakeGateway, how: str
 ) -> None:
+    """Workers finish the requests in flight; a Ctrl-C reaching every process at once (and the
+    supervisor's own SIGTERM after it) stops each worker once, never cutting its shutdown."""
     port = unused_port()
     config = write_config(tmp_path / "looping.toml", port, gateway, workers=3)
     server = await serve(config, port, KEY)
     workers = children(server)
     assert len(workers) == 3
-    server.send_signal(signal.SIGTERM)
+    held = tmp_path / "held"
+    in_flight = asyncio.ensure_future(
+        gateway.send_turn(
+            f"http://127.0.0.1:{port}/a2a",
+            tenant="bob",
+            text=f"file:{held}",
+            inbox=None,
+            return_immediately=False,  # the answer waits up to max_wait_seconds (2 s)
+        )
+    )
+    await wait_for(Path(f"{held}.started"))
+    if how.startswith("SIGTERM"):
+        server.send_signal(signal.SIGTERM)
+    else:
+        os.killpg(server.pid, signal.SIGINT)
+    status, body = await in_flight
+    assert status == 200, body
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
     assert server.wait(timeout=30) == 0
     await wait_until_exited(workers)
-    assert "starting a new one" not in log_of(config).read_text()
+    log = log_of(config).read_text()
+    assert "every worker has stopped" in log
+    assert "starting a new one" not in log
+    assert "Traceback" not in log
 
 
 async def test_workers_stop_when_their_supervisor_is_killed(
