@@ -114,6 +114,7 @@ def _services(
             )
             app[STORE], app[RUNNER], app[DELIVERER] = store, runner, deliverer
             await runner.recover()
+            runner.watch_cancellations()
             deliverer.start()
             try:
                 yield

@@ -31,6 +31,7 @@ __all__ = ["EmbeddedRunner"]
 _log = logging.getLogger("looping_core.runner")
 
 REFUSAL_METADATA = "looping.refusal"
+CANCEL_POLL_SECONDS = 1.0
 
 
 class EmbeddedRunner:
@@ -53,6 +54,7 @@ class EmbeddedRunner:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._settled: dict[str, asyncio.Event] = {}
         self._on_settled = on_settled
+        self._watcher: asyncio.Task[None] | None = None
 
     def start(self, task_id: str) -> None:
         """Schedule the task's pending turn (idempotent while it is scheduled)."""
@@ -104,7 +106,30 @@ class EmbeddedRunner:
                 _log.info("failed task %s: the agent restarted while it ran", task_id)
         self._on_settled()
 
+    def watch_cancellations(self, interval: float = CANCEL_POLL_SECONDS) -> None:
+        """Stop turns whose task another process ended (a `CancelTask` that reached another
+        server worker): their store state is looked up every `interval` seconds."""
+        self._watcher = asyncio.create_task(
+            self._watch_cancellations(interval), name="looping-cancel-watcher"
+        )
+
+    async def _watch_cancellations(self, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if not self._running:
+                continue
+            try:
+                ended = await self._store.ended_among(list(self._running))
+            except Exception:
+                _log.exception("looking up canceled tasks failed; trying again")
+                continue
+            for task_id in ended:
+                _log.info("task %s was ended elsewhere; stopping its turn", task_id)
+                self.cancel_local(task_id)
+
     async def close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
         jobs = list(self._running.values())
         for job in jobs:
             job.cancel()

@@ -357,6 +357,23 @@ class TaskStore:
 
         return await self._db.run(query)
 
+    async def ended_among(self, task_ids: Sequence[str]) -> list[str]:
+        """Those of `task_ids` in a terminal state."""
+
+        def query() -> list[str]:
+            ended = ", ".join(str(state.value) for state in TERMINAL_STATES)
+            found = []
+            for start in range(0, len(task_ids), 500):  # well under any placeholder limit
+                chunk = task_ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = self._sql(
+                    f"SELECT id FROM tasks WHERE id IN ({marks}) AND state IN ({ended})", chunk
+                ).fetchall()
+                found += [task_id for (task_id,) in rows]
+            return found
+
+        return await self._db.run(query) if task_ids else []
+
     # -- reading ------------------------------------------------------------------------------
 
     async def get(self, caller: Identity, task_id: str, history_length: int | None = None) -> Task:

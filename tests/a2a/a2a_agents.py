@@ -41,7 +41,8 @@ class EchoAgent(Agent):
 
 class HoldingAgent(Agent):
     """Holds each turn until the test sets `RELEASE[text]` (or, across processes, until the file
-    named by the text exists), then completes with an artifact."""
+    named by the text exists; `<file>.started` marks the start, `<file>.cancelled` a stop), then
+    completes with an artifact."""
 
     async def run(self, turn: TurnInput) -> TurnResult:
         RUNS[turn.task_id] += 1
@@ -49,8 +50,12 @@ class HoldingAgent(Agent):
         if text.startswith("file:"):
             path = Path(text.removeprefix("file:"))
             Path(str(path) + ".started").touch()
-            while not path.exists():
-                await asyncio.sleep(0.02)
+            try:
+                while not path.exists():
+                    await asyncio.sleep(0.02)
+            except asyncio.CancelledError:
+                Path(str(path) + ".cancelled").touch()
+                raise
         else:
             await RELEASE.setdefault(text, asyncio.Event()).wait()
         return TurnResult(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import a2a_agents
@@ -26,6 +27,7 @@ from looping_core.appkeys import STORE
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent
+from served import wait_for
 
 FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
 
@@ -529,3 +531,18 @@ async def test_deliveries_stop_after_max_attempts(gateway: FakeGateway) -> None:
     finally:
         await agent.session.close()
         await runner.cleanup()
+
+
+async def test_a_turn_whose_task_another_process_ended_is_stopped(
+    agent: RunningAgent, gateway: FakeGateway, tmp_path: Path
+) -> None:
+    """Another server worker took the CancelTask: only the store says so, and the runner running
+    the turn notices within its poll interval and stops it."""
+    held = tmp_path / "held"
+    task = await send(agent, gateway, f"file:{held}", tenant="bob")
+    await wait_for(Path(f"{held}.started"))
+    assert await agent.app[STORE].transition(task["id"], TaskState.TASK_STATE_CANCELED)
+    await wait_for(Path(f"{held}.cancelled"))
+    assert (await call(agent, gateway, "GetTask", {"id": task["id"]}, "bob"))["result"]["status"][
+        "state"
+    ] == "TASK_STATE_CANCELED"
