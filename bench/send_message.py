@@ -1,6 +1,7 @@
 """Load benchmark: authenticated SendMessage against looping-core vs the official SDK's server.
 
-    python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--push]
+    python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
+                                 [--push] [--python-load]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -11,8 +12,9 @@ messageId: every token is verified, every task is a new turn committed to SQLite
 
 Then it starts the official A2A Python SDK's in-memory, unauthenticated server
 (bench/sdk_server.py, the same word count) and drives it with the same requests. It prints
-requests/s, p50, p99 and the server's CPU time per request for each level, and the ratios.
-Numbers only; nothing is asserted.
+requests/s, p50, p99 and the server's CPU time per request for each level; all of it `--rounds`
+times, the servers taking turns, then the median requests/s of each and the ratios. Numbers only;
+nothing is asserted.
 
 Both servers get the same request: `returnImmediately: true` and no push config (the SDK server
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
@@ -26,6 +28,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -281,29 +284,42 @@ async def main() -> None:
         "--max-rate", type=int, default=3000, help="tokens minted per second of load"
     )
     parser.add_argument("--python-load", action="store_true", help="do not use wrk")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="measure every server this often; report medians"
+    )
     args = parser.parse_args()
     load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load
     driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
     push = "a push config (looping-core)" if args.push else "no push config"
     print(
-        f"{os.cpu_count()} CPUs; load: {driver}; {args.seconds} s per level;"
-        f" SendMessage, returnImmediately, {push}\n",
+        f"{os.cpu_count()} CPUs; load: {driver}; {args.seconds} s per level, {args.rounds} rounds;"
+        f" SendMessage, returnImmediately, {push}",
         flush=True,
     )
-    ours = {}
-    with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
-        async with FakeGateway() as gateway:
-            gateway.verify_pushes = False  # the load side must not spend CPU on verifying
-            for workers in args.workers:
-                ours[workers] = await bench_looping(gateway, workers, args, load, Path(folder))
-    theirs = await bench_sdk(args, load)
-    print()
+    # Rounds alternate the servers, so a slow spell of a shared machine hits all of them.
+    runs: dict[str, list[dict[int, float]]] = {}
+    for round_number in range(1, args.rounds + 1):
+        print(f"\nround {round_number}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
+            async with FakeGateway() as gateway:
+                gateway.verify_pushes = False  # the load side must not spend CPU on verifying
+                for workers in args.workers:
+                    result = await bench_looping(gateway, workers, args, load, Path(folder))
+                    runs.setdefault(plural(workers), []).append(result)
+        runs.setdefault("a2a-sdk", []).append(await bench_sdk(args, load))
+    medians = {
+        name: {level: statistics.median(run[level] for run in results) for level in args.levels}
+        for name, results in runs.items()
+    }
+    print(f"\nmedian requests/s of {args.rounds} rounds, and looping-core / a2a-sdk")
     for level in args.levels:
-        ratios = "   ".join(
-            f"{plural(workers)}: {ours[workers][level] / theirs[level]:.2f}x"
+        sdk = medians["a2a-sdk"][level]
+        ours = "   ".join(
+            f"{plural(workers)} {medians[plural(workers)][level]:6.0f} ="
+            f" {medians[plural(workers)][level] / sdk:4.2f}x"
             for workers in args.workers
         )
-        print(f"c={level:<3} looping-core / a2a-sdk   {ratios}")
+        print(f"c={level:<3} a2a-sdk {sdk:5.0f}   looping-core {ours}")
 
 
 if __name__ == "__main__":
