@@ -56,6 +56,7 @@ __all__ = [
 DEFAULT_CONFIG_FILE = "looping.toml"
 CONFIG_ENV_VAR = "LOOPING_CONFIG"
 MAX_WORKERS = 64
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 """More server processes than this is a typo, not a deployment."""
 
 _TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -78,6 +79,8 @@ class ServerConfig:
     """Server processes sharing the listening socket and the store (`looping serve`)."""
     access_log: bool = True
     """Log every request at INFO (`aiohttp.access`)."""
+    event_loop: str = "auto"
+    """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
 
     @property
     def base_url(self) -> str:
@@ -423,6 +426,11 @@ def _check_server(server: ServerConfig) -> list[str]:
         problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
     if not server.rpc_path.startswith("/"):
         problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if server.event_loop not in EVENT_LOOPS:
+        problems.append(
+            f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {server.event_loop!r}"
+            " @ $.server.event_loop"
+        )
     if not 1 <= server.workers <= MAX_WORKERS:
         problems.append(
             f"workers must be between 1 and {MAX_WORKERS}, got {server.workers} @ $.server.workers"

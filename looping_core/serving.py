@@ -29,7 +29,7 @@ from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
-__all__ = ["ServeError", "serve"]
+__all__ = ["ServeError", "event_loop_factory", "serve"]
 
 _log = logging.getLogger("looping_core.serving")
 
@@ -46,29 +46,58 @@ class ServeError(LoopingError):
 def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) -> None:
     """Serve until SIGTERM or SIGINT; `workers` overrides `[server] workers`."""
     count = workers if workers is not None else config.server.workers
+    new_loop = event_loop_factory(config.server.event_loop)
     if count == 1:
         app = create_app(config, plugins=plugins)
         _check_port_free(config.server.host, config.server.port)
-        _announce(config, count)
+        _announce(config, count, new_loop)
         web.run_app(
             app,
             host=config.server.host,
             port=config.server.port,
             print=None,
             access_log=_access_log(config),
+            loop=new_loop(),
         )
         return
     create_app(config, plugins=plugins, worker=0)  # every check a worker makes, before forking
     _check_port_free(config.server.host, config.server.port)
     prepare_store(config, plugins, count)
-    _announce(config, count)
-    _Supervisor(config, plugins, count).run()
+    _announce(config, count, new_loop)
+    _Supervisor(config, plugins, count, new_loop).run()
 
 
-def _announce(config: Config, workers: int) -> None:
+def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
+    """How to make the server's event loop for `[server] event_loop`.
+
+    uvloop runs aiohttp's I/O in C (libuv); on a loaded server it saves about a sixth of the CPU
+    time per request. `auto` takes it when it is installed (the `uvloop` extra).
+    """
+    if choice == "asyncio":
+        return asyncio.new_event_loop
+    try:
+        import uvloop  # noqa: PLC0415 - optional: the `uvloop` extra
+    except ImportError:
+        if choice == "uvloop":
+            raise ServeError(
+                "[server] event_loop = \"uvloop\" needs the uvloop package;"
+                " install it with: pip install 'looping-core[uvloop]'"
+            ) from None
+        return asyncio.new_event_loop
+    new_event_loop: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return new_event_loop
+
+
+def _announce(
+    config: Config, workers: int, new_loop: Callable[[], asyncio.AbstractEventLoop]
+) -> None:
     server = config.server
     processes = f" with {workers} workers" if workers > 1 else ""
-    _log.info("serving %s on %s:%d%s", server.endpoint_url, server.host, server.port, processes)
+    loop = "asyncio" if new_loop is asyncio.new_event_loop else "uvloop"
+    _log.info(
+        "serving %s on %s:%d%s (event loop: %s)",
+        server.endpoint_url, server.host, server.port, processes, loop,
+    )  # fmt: skip
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -82,10 +111,17 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 class _Supervisor:
-    def __init__(self, config: Config, plugins: PluginHost, workers: int) -> None:
+    def __init__(
+        self,
+        config: Config,
+        plugins: PluginHost,
+        workers: int,
+        new_loop: Callable[[], asyncio.AbstractEventLoop],
+    ) -> None:
         self._config = config
         self._plugins = plugins
         self._workers = workers
+        self._new_loop = new_loop
         self._children: dict[int, int] = {}  # pid -> slot
         self._deaths: dict[int, deque[float]] = {slot: deque() for slot in range(workers)}
         self._stopping = False
@@ -143,6 +179,7 @@ class _Supervisor:
                     handle_signals=False,
                     print=None,
                     access_log=_access_log(self._config),
+                    loop=self._new_loop(),  # made after the fork: loops never cross one
                 )
                 code = 0
             except BaseException:

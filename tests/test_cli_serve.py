@@ -12,6 +12,7 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a.card import verify_card
@@ -35,11 +36,12 @@ def test_keys_quiet_prints_only_the_jwk(looping_cli: Cli) -> None:
     assert SigningKey.from_jwk(json.loads(result.stdout)).kid.startswith("a2a-")
 
 
-def write_config(path: Path, port: int, plugins: str = "") -> str:
+def write_config(path: Path, port: int, plugins: str = "", event_loop: str = "auto") -> str:
     path.write_text(
         f"""
 [server]
 port = {port}
+event_loop = "{event_loop}"
 [security]
 signing_key = "env:LPT_SERVE_KEY"
 gateway_origins = ["http://127.0.0.1:9"]
@@ -73,9 +75,23 @@ def test_serve_refuses_to_start_with_plugin_problems(looping_cli: Cli, tmp_path:
     assert result.stderr.startswith("1 plugin problem:\n  - plugin 'no-such-plugin': is selected")
 
 
-def test_serve_serves_the_signed_card(tmp_path: Path) -> None:
+def test_serve_refuses_uvloop_when_it_is_not_installed(looping_cli: Cli, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "uvloop.py").write_text("raise ImportError('not installed here')\n")
+    config = write_config(tmp_path / "looping.toml", unused_port(), event_loop="uvloop")
+    result = looping_cli("serve", "--config", config, site=site, env={"LPT_SERVE_KEY": "x"})
+    assert result.returncode == 1
+    assert result.stderr == (
+        '[server] event_loop = "uvloop" needs the uvloop package; install it with: '
+        "pip install 'looping-core[uvloop]'\n"
+    )
+
+
+@pytest.mark.parametrize("event_loop", ["uvloop", "asyncio"])
+def test_serve_serves_the_signed_card(tmp_path: Path, event_loop: str) -> None:
     port = unused_port()
-    config = write_config(tmp_path / "looping.toml", port)
+    config = write_config(tmp_path / "looping.toml", port, event_loop=event_loop)
     key = SigningKey.from_jwk(
         json.loads(subprocess.check_output([_script("looping"), "keys", "-q"]))
     )
@@ -94,7 +110,8 @@ def test_serve_serves_the_signed_card(tmp_path: Path) -> None:
         assert card["supportedInterfaces"][0]["url"] == f"http://127.0.0.1:{port}/a2a"
     finally:
         process.send_signal(signal.SIGINT)
-        process.communicate(timeout=30)
+        _, log = process.communicate(timeout=30)
+    assert f"(event loop: {event_loop})" in log
 
 
 def _script(name: str) -> str:

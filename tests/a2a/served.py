@@ -18,7 +18,13 @@ KEY_VARIABLE = "LPT_SERVED_KEY"
 
 
 def write_config(
-    path: Path, port: int, gateway: FakeGateway, *, on_restart: str = "resume", workers: int = 1
+    path: Path,
+    port: int,
+    gateway: FakeGateway,
+    *,
+    on_restart: str = "resume",
+    workers: int = 1,
+    event_loop: str = "auto",
 ) -> Path:
     """A config for tenant `bob`, served by a HoldingAgent, storing next to `path`."""
     path.write_text(
@@ -26,6 +32,7 @@ def write_config(
 [server]
 port = {port}
 workers = {workers}
+event_loop = "{event_loop}"
 [security]
 signing_key = "env:{KEY_VARIABLE}"
 gateway_origins = ["{gateway.origin}"]

@@ -89,13 +89,14 @@ async def test_two_workers_share_the_port_and_each_delivers_what_it_ran(
     assert rows(config, "SELECT DISTINCT worker = (SELECT worker FROM tasks t WHERE t.id ="
                 " o.task_id) FROM push_outbox o") == [(1,)]  # fmt: skip
     assert rows(config, "SELECT DISTINCT state FROM push_outbox") == [("delivered",)]
+    assert "with 2 workers (event loop: uvloop)" in log_of(config).read_text()
 
 
 async def test_killed_workers_are_replaced_and_their_turns_resumed(
     tmp_path: Path, gateway: FakeGateway
 ) -> None:
     port = unused_port()
-    config = write_config(tmp_path / "looping.toml", port, gateway, workers=2)
+    config = write_config(tmp_path / "looping.toml", port, gateway, workers=2, event_loop="asyncio")
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
     releases = [tmp_path / f"release-{n}" for n in range(6)]
     server = await serve(config, port, KEY)
