@@ -92,11 +92,12 @@ def _services(
 
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(config.store.url)
+        node = config.server.node_name
         if worker is None:
-            await database.run_alone(_prepare, database, _plugin_stores(host), 1)
+            await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
         else:
             await database.run_alone(bind, database.peewee)
-        store = TaskStore(database, worker=worker or 0)
+        store = TaskStore(database, node=node, worker=worker or 0)
         async with aiohttp.ClientSession() as session:
             app[JWKS_CACHE] = JwksCache(
                 session,
@@ -128,10 +129,12 @@ def _services(
 
 def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
     """What a server does once before its workers start: migrate the store, ensure the plugin
-    stores, and hand turns and pushes left by worker slots beyond `workers` to live slots."""
+    stores, and hand its node's turns and pushes left by slots beyond `workers` to live ones."""
     database = Database.from_url(config.store.url)
     try:
-        database.run_sync(_prepare, database, _plugin_stores(plugins), workers)
+        database.run_sync(
+            _prepare, database, _plugin_stores(plugins), config.server.node_name, workers
+        )
     finally:
         database.close()
 
@@ -140,9 +143,9 @@ def _plugin_stores(plugins: PluginHost) -> list[PluginStore]:
     return [contribution.item for contribution in plugins.registry.stores.values()]
 
 
-def _prepare(database: Database, stores: list[PluginStore], workers: int) -> None:
+def _prepare(database: Database, stores: list[PluginStore], node: str, workers: int) -> None:
     """Core migrations, plugin stores' `ensure_tables`, orphaned slots (on the store's thread)."""
     bind(database.peewee)
     upgrade(database.peewee)
     ensure_plugin_stores(database.peewee, stores)
-    adopt_orphans(database, workers)
+    adopt_orphans(database, node, workers)

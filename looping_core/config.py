@@ -20,6 +20,7 @@ import datetime
 import ipaddress
 import os
 import re
+import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -59,6 +60,7 @@ MAX_WORKERS = 64
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 """More server processes than this is a typo, not a deployment."""
 
+_NODE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 _PLUGIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -77,10 +79,17 @@ class ServerConfig:
     """Requests with a larger body are refused before they are parsed."""
     workers: int = 1
     """Server processes sharing the listening socket and the store (`looping serve`)."""
+    node: str | None = None
+    """This server's name among those sharing one store; the host name by default."""
     access_log: bool = True
     """Log every request at INFO (`aiohttp.access`)."""
     event_loop: str = "auto"
     """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
+
+    @property
+    def node_name(self) -> str:
+        """Who owns the turns this server runs: `node`, or the machine's host name."""
+        return self.node or socket.gethostname()
 
     @property
     def base_url(self) -> str:
@@ -426,6 +435,10 @@ def _check_server(server: ServerConfig) -> list[str]:
         problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
     if not server.rpc_path.startswith("/"):
         problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if server.node is not None and not _NODE.match(server.node):
+        problems.append(
+            "node must be 1 to 128 letters, digits, '.', '_', ':' or '-' @ $.server.node"
+        )
     if server.event_loop not in EVENT_LOOPS:
         problems.append(
             f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {server.event_loop!r}"

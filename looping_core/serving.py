@@ -80,7 +80,7 @@ def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
     except ImportError:
         if choice == "uvloop":
             raise ServeError(
-                "[server] event_loop = \"uvloop\" needs the uvloop package;"
+                '[server] event_loop = "uvloop" needs the uvloop package;'
                 " install it with: pip install 'looping-core[uvloop]'"
             ) from None
         return asyncio.new_event_loop

@@ -152,7 +152,7 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
     upgraded = looping_cli("db", "upgrade", "--config", path)
     assert upgraded.stdout == (
         "applied 0001  tasks, messages, artifacts, push\n"
-        "applied 0002  worker slots for tasks and queued pushes\n"
+        "applied 0002  owners (node, worker slot) of tasks and queued pushes\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)

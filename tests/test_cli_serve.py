@@ -45,6 +45,8 @@ event_loop = "{event_loop}"
 [security]
 signing_key = "env:LPT_SERVE_KEY"
 gateway_origins = ["http://127.0.0.1:9"]
+[store]
+url = "sqlite:///{path.parent / "looping.db"}"
 {plugins}
 [tenants.alice]
 agent = "looping_plugins_example.agent:WordCountAgent"

@@ -40,18 +40,20 @@ def _initial_schema(db: peewee.Database) -> None:
     db.create_tables(list(CORE_MODELS))
 
 
-def _worker_slots(db: peewee.Database) -> None:
-    """Tasks and queued pushes belong to one server process (`[server] workers`)."""
-    statements = [
-        f"ALTER TABLE {table} ADD COLUMN worker INTEGER NOT NULL DEFAULT 0"
-        for table in ("tasks", "push_outbox")
-        if "worker" not in {column.name for column in db.get_columns(table)}
-    ]
+def _owners(db: peewee.Database) -> None:
+    """Tasks and queued pushes belong to one server process: a node and a worker slot."""
+    statements = []
+    for table in ("tasks", "push_outbox"):
+        columns = {column.name for column in db.get_columns(table)}
+        if "node" not in columns:
+            statements.append(f"ALTER TABLE {table} ADD COLUMN node TEXT NOT NULL DEFAULT ''")
+        if "worker" not in columns:
+            statements.append(f"ALTER TABLE {table} ADD COLUMN worker INTEGER NOT NULL DEFAULT 0")
     statements += [
         "DROP INDEX IF EXISTS push_outbox_state_next_attempt_ts",
-        "CREATE INDEX IF NOT EXISTS tasks_worker_state ON tasks (worker, state)",
-        "CREATE INDEX IF NOT EXISTS push_outbox_worker_state_next_attempt_ts"
-        " ON push_outbox (worker, state, next_attempt_ts)",
+        "CREATE INDEX IF NOT EXISTS tasks_node_worker_state ON tasks (node, worker, state)",
+        "CREATE INDEX IF NOT EXISTS push_outbox_node_worker_state_next_attempt_ts"
+        " ON push_outbox (node, worker, state, next_attempt_ts)",
     ]
     for statement in statements:
         db.execute_sql(statement)  # type: ignore[no-untyped-call]
@@ -61,7 +63,7 @@ def _worker_slots(db: peewee.Database) -> None:
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "tasks, messages, artifacts, push", _initial_schema),
-    Migration(2, "worker slots for tasks and queued pushes", _worker_slots),
+    Migration(2, "owners (node, worker slot) of tasks and queued pushes", _owners),
 )
 
 

@@ -51,14 +51,16 @@ class TaskRow(_Base):
     status_ts = peewee.BigIntegerField()
     """Microseconds since the epoch of the last status change (ListTasks sorts on it)."""
     created_ts = peewee.BigIntegerField()
+    node = peewee.TextField(default="", constraints=[peewee.SQL("DEFAULT ''")])
+    """The server (`[server] node`) that runs the task's turns."""
     worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
-    """The server process (`[server] workers` slot) that runs the task's turns."""
+    """Its process (`[server] workers` slot) that runs them."""
 
     class Meta:
         table_name = "tasks"
         indexes = (
             (("tenant", "issuer", "subject", "status_ts"), False),
-            (("worker", "state"), False),
+            (("node", "worker", "state"), False),
         )
 
 
@@ -111,12 +113,13 @@ class PushOutbox(_Base):
     attempts = peewee.IntegerField(default=0)
     next_attempt_ts = peewee.BigIntegerField()
     created_ts = peewee.BigIntegerField()
+    node = peewee.TextField(default="", constraints=[peewee.SQL("DEFAULT ''")])
     worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
-    """The server process that delivers it (the one that queued it, or its successor)."""
+    """The server and process that deliver it (the one that queued it, or its successor)."""
 
     class Meta:
         table_name = "push_outbox"
-        indexes = ((("worker", "state", "next_attempt_ts"), False),)
+        indexes = ((("node", "worker", "state", "next_attempt_ts"), False),)
 
 
 class PushAttempt(_Base):

@@ -116,8 +116,11 @@ class TaskStore:
     peewee queries cost more than running them. The schema itself is the peewee models'.
     """
 
-    def __init__(self, database: Database, *, worker: int = 0) -> None:
+    def __init__(self, database: Database, *, node: str = "", worker: int = 0) -> None:
+        """`node` and `worker` say whose turns these are: the server (`[server] node`) and its
+        worker slot. Recovery and push delivery look at this owner's rows only."""
         self._db = database
+        self._node = node
         self._worker = worker
         self._sql = database.execute
 
@@ -152,11 +155,12 @@ class TaskStore:
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
                 updated = self._sql(
-                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, worker = ?"
-                    " WHERE id = ? AND state = ?",
+                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, node = ?,"
+                    " worker = ? WHERE id = ? AND state = ?",
                     (
                         TaskState.TASK_STATE_SUBMITTED.value,
                         stamp,
+                        self._node,
                         self._worker,
                         head.id,
                         head.state,
@@ -170,8 +174,8 @@ class TaskStore:
                 context_id = message.context_id or str(uuid.uuid4())
                 self._sql(
                     "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts, worker)"
-                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                    " status_message, status_ts, created_ts, node, worker)"
+                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
                     (
                         task_id,
                         *scope,
@@ -179,6 +183,7 @@ class TaskStore:
                         TaskState.TASK_STATE_SUBMITTED.value,
                         stamp,
                         stamp,
+                        self._node,
                         self._worker,
                     ),
                 )
@@ -350,7 +355,11 @@ class TaskStore:
         def query() -> list[str]:
             rows = (
                 TaskRow.select(TaskRow.id)
-                .where(TaskRow.state.in_(_RUNNING) & (TaskRow.worker == self._worker))
+                .where(
+                    TaskRow.state.in_(_RUNNING)
+                    & (TaskRow.node == self._node)
+                    & (TaskRow.worker == self._worker)
+                )
                 .order_by(TaskRow.created_ts)
             )
             return [row.id for row in rows]
@@ -503,8 +512,8 @@ class TaskStore:
         for config_id, config in configs:
             self._sql(
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
-                " next_attempt_ts, created_ts, worker)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+                " next_attempt_ts, created_ts, node, worker)"
+                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
                 (
                     task_id,
                     config_id,
@@ -513,6 +522,7 @@ class TaskStore:
                     body,
                     stamp,
                     stamp,
+                    self._node,
                     self._worker,
                 ),
             )
@@ -525,9 +535,9 @@ class TaskStore:
                 "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
                 " o.created_ts, c.body FROM push_outbox o LEFT JOIN push_configs c"
                 " ON c.task_id = o.task_id AND c.config_id = o.config_id"
-                " WHERE o.worker = ? AND o.state = 'pending' AND o.next_attempt_ts <= ?"
-                " ORDER BY o.next_attempt_ts LIMIT ?",
-                (self._worker, now_us(), limit),
+                " WHERE o.node = ? AND o.worker = ? AND o.state = 'pending'"
+                " AND o.next_attempt_ts <= ? ORDER BY o.next_attempt_ts LIMIT ?",
+                (self._node, self._worker, now_us(), limit),
             ).fetchall()
             items = []
             for row_id, task_id, config_id, jti, url, body, attempts, created, config in rows:
@@ -555,8 +565,8 @@ class TaskStore:
         def read() -> int | None:
             (due,) = self._sql(
                 "SELECT MIN(next_attempt_ts) FROM push_outbox"
-                " WHERE worker = ? AND state = 'pending'",
-                (self._worker,),
+                " WHERE node = ? AND worker = ? AND state = 'pending'",
+                (self._node, self._worker),
             ).fetchone()
             return int(due) if due is not None else None
 
@@ -689,22 +699,25 @@ def _read_cursor(token: str) -> tuple[int, str]:
     return ts, task_id
 
 
-def adopt_orphans(database: Database, workers: int) -> int:
-    """Give running tasks and pending pushes of worker slots beyond `workers` to the live ones.
+def adopt_orphans(database: Database, node: str, workers: int) -> int:
+    """Give `node`'s running tasks and pending pushes of worker slots beyond `workers` to its
+    live slots, and take those written before rows had an owner (node "").
 
-    Runs once at server start, before any worker does, on the store's thread: each worker then
-    recovers and delivers only its own slot's rows, so no two processes touch the same turn.
-    Returns how many rows moved.
+    Runs once when `node`'s server starts, before any of its workers, on the store's thread: each
+    worker then recovers and delivers only its own slot's rows, so no two processes touch the same
+    turn. Other nodes' rows are never touched. Returns how many rows moved.
     """
     running = ", ".join(str(state) for state in _RUNNING)
     modulo = "worker - (worker / ?) * ?"  # integer division in both stores; `%` means a parameter
+    mine = "(node = '' OR (node = ? AND worker >= ?))"
     with database.write():
         tasks = database.execute(
-            f"UPDATE tasks SET worker = {modulo} WHERE worker >= ? AND state IN ({running})",
-            (workers, workers, workers),
+            f"UPDATE tasks SET node = ?, worker = {modulo} WHERE {mine} AND state IN ({running})",
+            (node, workers, workers, node, workers),
         ).rowcount
         pushes = database.execute(
-            f"UPDATE push_outbox SET worker = {modulo} WHERE worker >= ? AND state = 'pending'",
-            (workers, workers, workers),
+            f"UPDATE push_outbox SET node = ?, worker = {modulo}"
+            f" WHERE {mine} AND state = 'pending'",
+            (node, workers, workers, node, workers),
         ).rowcount
     return int(tasks + pushes)

@@ -20,7 +20,7 @@ def indexes(connection: sqlite3.Connection) -> set[str]:
     return {name for (name,) in rows if not name.startswith("sqlite_autoindex")}
 
 
-def test_a_release_1_database_gains_worker_slots_and_keeps_its_rows(tmp_path: Path) -> None:
+def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as old:
         old.executescript(SCHEMA_V1.read_text())
@@ -41,14 +41,14 @@ def test_a_release_1_database_gains_worker_slots_and_keeps_its_rows(tmp_path: Pa
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
-            worker = columns(upgraded, table)["worker"]
-            assert worker[3:5] == (1, "0")  # NOT NULL DEFAULT 0
-        assert upgraded.execute("SELECT worker FROM tasks").fetchall() == [(0,)]
-        assert upgraded.execute("SELECT worker FROM push_outbox").fetchall() == [(0,)]
+            assert columns(upgraded, table)["node"][3:5] == (1, "''")  # NOT NULL DEFAULT ''
+            assert columns(upgraded, table)["worker"][3:5] == (1, "0")  # NOT NULL DEFAULT 0
+            assert upgraded.execute(f"SELECT node, worker FROM {table}").fetchall() == [("", 0)]
         assert "push_outbox_state_next_attempt_ts" not in indexes(upgraded)
-        assert {"tasks_worker_state", "push_outbox_worker_state_next_attempt_ts"} <= indexes(
-            upgraded
-        )
+        assert {
+            "tasks_node_worker_state",
+            "push_outbox_node_worker_state_next_attempt_ts",
+        } <= indexes(upgraded)
 
 
 def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path) -> None:

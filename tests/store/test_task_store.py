@@ -100,34 +100,59 @@ async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> No
     assert len(await store.outbox(task.id)) == 1
 
 
-async def test_each_worker_recovers_and_delivers_only_its_own_slot(database: Database) -> None:
-    first, second = TaskStore(database, worker=0), TaskStore(database, worker=1)
-    mine = (await first.start_turn(ALICE, user_message(), push_config())).task
-    theirs = (await second.start_turn(ALICE, user_message(), push_config())).task
-    assert await first.unfinished() == [mine.id]
-    assert await second.unfinished() == [theirs.id]
-    for store, task in ((first, mine), (second, theirs)):
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(("a", 0), ("a", 1)), (("a", 0), ("b", 0))],
+    ids=["two workers of one node", "the same slot on two nodes"],
+)
+async def test_each_owner_recovers_and_delivers_only_its_own_turns(
+    database: Database, first: tuple[str, int], second: tuple[str, int]
+) -> None:
+    stores = [TaskStore(database, node=node, worker=worker) for node, worker in (first, second)]
+    tasks = [
+        (await store.start_turn(ALICE, user_message(), push_config())).task for store in stores
+    ]
+    assert [await store.unfinished() for store in stores] == [[tasks[0].id], [tasks[1].id]]
+    for store, task in zip(stores, tasks, strict=True):
         await store.begin_turn(task.id)
         await store.transition(task.id, TaskState.TASK_STATE_COMPLETED)
-    assert [item.task_id for item in await first.due_pushes()] == [mine.id]
-    assert [item.task_id for item in await second.due_pushes()] == [theirs.id]
+    assert [[item.task_id for item in await store.due_pushes()] for store in stores] == [
+        [tasks[0].id],
+        [tasks[1].id],
+    ]
 
 
-async def test_orphaned_slots_are_handed_to_live_workers(database: Database) -> None:
-    """Four workers ran; the server restarts with two: slots 2 and 3 go to 0 and 1."""
-    slots = [TaskStore(database, worker=slot) for slot in range(4)]
+async def test_a_restart_with_fewer_workers_hands_their_slots_to_live_ones(
+    database: Database,
+) -> None:
+    """Node a ran four workers and restarts with two: slots 2 and 3 go to 0 and 1. Node b's
+    turns, in the same slots, stay node b's."""
+    slots = [TaskStore(database, node="a", worker=slot) for slot in range(4)]
     running = [(await store.start_turn(ALICE, user_message(), None)).task for store in slots]
     finished = (await slots[3].start_turn(ALICE, user_message(), push_config())).task
     await slots[3].transition(finished.id, TaskState.TASK_STATE_COMPLETED)
+    other_node = TaskStore(database, node="b", worker=3)
+    theirs = (await other_node.start_turn(ALICE, user_message(), None)).task
 
-    moved = await database.run_alone(adopt_orphans, database, 2)
+    moved = await database.run_alone(adopt_orphans, database, "a", 2)
 
     assert moved == 3  # two running tasks and one queued push; the finished task stays put
-    live = [TaskStore(database, worker=slot) for slot in range(2)]
+    live = [TaskStore(database, node="a", worker=slot) for slot in range(2)]
     assert await live[0].unfinished() == [running[0].id, running[2].id]
     assert await live[1].unfinished() == [running[1].id, running[3].id]
     assert [item.task_id for item in await live[1].due_pushes()] == [finished.id]
-    assert await database.run_alone(adopt_orphans, database, 2) == 0
+    assert await other_node.unfinished() == [theirs.id]
+    assert await database.run_alone(adopt_orphans, database, "a", 2) == 0
+
+
+async def test_turns_from_before_owners_existed_go_to_the_first_node_to_start(
+    database: Database,
+) -> None:
+    before = TaskStore(database)  # node "", as every row of a release-1 database
+    old = (await before.start_turn(ALICE, user_message(), None)).task
+    assert await database.run_alone(adopt_orphans, database, "a", 2) == 1
+    assert await TaskStore(database, node="a", worker=0).unfinished() == [old.id]
+    assert await database.run_alone(adopt_orphans, database, "b", 2) == 0
 
 
 async def test_a_duplicate_committed_by_another_connection_mid_turn_wins(
