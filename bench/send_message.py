@@ -204,7 +204,8 @@ async def bench_looping(
     config = folder / "looping.toml"
     config.write_text(
         (ROOT / "examples" / "looping.toml").read_text()
-        .replace("[server]\n", f"[server]\nworkers = {workers}\naccess_log = false\n")
+        .replace("[server]\n", f"[server]\nworkers = {workers}\naccess_log = false\n"
+                 f'event_loop = "{args.event_loop}"\n')
         .replace("port = 8080", f"port = {port}")
         .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
@@ -284,6 +285,12 @@ async def main() -> None:
         "--max-rate", type=int, default=3000, help="tokens minted per second of load"
     )
     parser.add_argument("--python-load", action="store_true", help="do not use wrk")
+    parser.add_argument(
+        "--event-loop",
+        choices=["auto", "uvloop", "asyncio"],
+        default="auto",
+        help="looping-core's [server] event_loop",
+    )
     parser.add_argument(
         "--rounds", type=int, default=3, help="measure every server this often; report medians"
     )
