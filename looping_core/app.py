@@ -9,6 +9,9 @@ finishes before the first request is accepted.
 from __future__ import annotations
 
 import datetime
+import functools
+import logging
+import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import aiohttp
@@ -36,7 +39,12 @@ from looping_core.store.db import Database
 from looping_core.store.migrations import bind, ensure_plugin_stores, upgrade
 from looping_core.store.tasks import TaskStore, adopt_orphans
 
-__all__ = ["create_app", "prepare_store"]
+__all__ = ["LOCAL_NODE", "create_app", "node_of", "prepare_store"]
+
+_log = logging.getLogger("looping_core.app")
+
+LOCAL_NODE = "local"
+"""The node of every server on an SQLite store (one machine)."""
 
 
 def create_app(
@@ -92,7 +100,7 @@ def _services(
 
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(config.store.url)
-        node = config.server.node_name
+        node = node_of(config)
         if worker is None:
             await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
         else:
@@ -132,11 +140,34 @@ def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
     stores, and hand its node's turns and pushes left by slots beyond `workers` to live ones."""
     database = Database.from_url(config.store.url)
     try:
-        database.run_sync(
-            _prepare, database, _plugin_stores(plugins), config.server.node_name, workers
-        )
+        database.run_sync(_prepare, database, _plugin_stores(plugins), node_of(config), workers)
     finally:
         database.close()
+
+
+def node_of(config: Config) -> str:
+    """Who owns the turns this server runs, in the store.
+
+    `[server] node` if set. Otherwise an SQLite store, which only one machine can use, is all
+    `local`; a PostgreSQL store takes the host name, with a warning: a container's host name
+    changes when it is recreated, and the turns a crash left behind wait for their node's name.
+    """
+    if config.server.node:
+        return config.server.node
+    if not config.store.url.startswith(("postgresql:", "postgres:")):
+        return LOCAL_NODE
+    return _host_node()
+
+
+@functools.cache  # one warning per server, not one per worker
+def _host_node() -> str:
+    node = socket.gethostname()
+    _log.warning(
+        "[server] node is not set; this server is node %r (its host name). Give each machine"
+        " a stable name: turns a crash leaves behind are recovered only under the same name.",
+        node,
+    )
+    return node
 
 
 def _plugin_stores(plugins: PluginHost) -> list[PluginStore]:

@@ -20,7 +20,6 @@ import datetime
 import ipaddress
 import os
 import re
-import socket
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -80,16 +79,11 @@ class ServerConfig:
     workers: int = 1
     """Server processes sharing the listening socket and the store (`looping serve`)."""
     node: str | None = None
-    """This server's name among those sharing one store; the host name by default."""
+    """This server's name among the machines sharing one PostgreSQL store (see `node_of`)."""
     access_log: bool = True
     """Log every request at INFO (`aiohttp.access`)."""
     event_loop: str = "auto"
     """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
-
-    @property
-    def node_name(self) -> str:
-        """Who owns the turns this server runs: `node`, or the machine's host name."""
-        return self.node or socket.gethostname()
 
     @property
     def base_url(self) -> str:

@@ -60,6 +60,10 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
             loop=new_loop(),
         )
         return
+    if not hasattr(os, "fork"):
+        raise ServeError(
+            f"{count} workers need fork(), which this system lacks; set [server] workers = 1"
+        )
     create_app(config, plugins=plugins, worker=0)  # every check a worker makes, before forking
     _check_port_free(config.server.host, config.server.port)
     prepare_store(config, plugins, count)

@@ -1,0 +1,36 @@
+"""Who owns the turns a server runs: `node_of(config)`."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import pytest
+
+from looping_core.app import LOCAL_NODE, _host_node, node_of
+from looping_core.config import parse_config
+
+
+def config(store: str, node: str | None = None) -> str:
+    server = f'[server]\nnode = "{node}"\n' if node else ""
+    return f'{server}[store]\nurl = "{store}"\n'
+
+
+def test_every_server_on_an_sqlite_store_is_the_local_node() -> None:
+    assert node_of(parse_config(config("sqlite:///x.db"))) == LOCAL_NODE
+
+
+def test_a_configured_node_wins_on_either_store() -> None:
+    for store in ("sqlite:///x.db", "postgresql://db/looping"):
+        assert node_of(parse_config(config(store, node="eu-1"))) == "eu-1"
+
+
+def test_postgresql_without_a_node_takes_the_host_name_and_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _host_node.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="looping_core.app"):
+        first = node_of(parse_config(config("postgresql://db/looping")))
+        second = node_of(parse_config(config("postgres://db/looping")))
+    assert first == second == socket.gethostname()
+    assert caplog.text.count("[server] node is not set") == 1
