@@ -100,37 +100,39 @@ def _services(
 
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(config.store.url)
-        node = node_of(config)
-        if worker is None:
-            await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
-        else:
-            await database.run_alone(bind, database.peewee)
-        store = TaskStore(database, node=node, worker=worker or 0)
-        async with aiohttp.ClientSession() as session:
-            app[JWKS_CACHE] = JwksCache(
-                session,
-                ttl=config.security.jwks_cache_seconds,
-                refetch_interval=config.security.jwks_refetch_interval_seconds,
-            )
-            signer = PushSigner(
-                key=edge.signing_key,
-                jwks_url=config.server.base_url + JWKS_PATH,
-                issuer=config.server.base_url,
-            )
-            deliverer = PushDeliverer(store, session, signer, config.push)
-            runner = EmbeddedRunner(
-                store, agents, tenant_plugins, config.runner, on_settled=deliverer.wake
-            )
-            app[STORE], app[RUNNER], app[DELIVERER] = store, runner, deliverer
-            await runner.recover()
-            runner.watch_cancellations()
-            deliverer.start()
-            try:
-                yield
-            finally:
-                await runner.close()
-                await deliverer.stop()
-                database.close()
+        try:
+            node = node_of(config)
+            if worker is None:
+                await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
+            else:
+                await database.run_alone(bind, database.peewee)
+            store = TaskStore(database, node=node, worker=worker or 0)
+            async with aiohttp.ClientSession() as session:
+                app[JWKS_CACHE] = JwksCache(
+                    session,
+                    ttl=config.security.jwks_cache_seconds,
+                    refetch_interval=config.security.jwks_refetch_interval_seconds,
+                )
+                signer = PushSigner(
+                    key=edge.signing_key,
+                    jwks_url=config.server.base_url + JWKS_PATH,
+                    issuer=config.server.base_url,
+                )
+                deliverer = PushDeliverer(store, session, signer, config.push)
+                runner = EmbeddedRunner(
+                    store, agents, tenant_plugins, config.runner, on_settled=deliverer.wake
+                )
+                app[STORE], app[RUNNER], app[DELIVERER] = store, runner, deliverer
+                await runner.recover()
+                runner.watch_cancellations()
+                deliverer.start()
+                try:
+                    yield
+                finally:
+                    await runner.close()
+                    await deliverer.stop()
+        finally:
+            database.close()
 
     return context
 
