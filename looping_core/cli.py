@@ -20,11 +20,13 @@ import peewee
 from looping_core import serving
 from looping_core.a2a.keys import generate_signing_key
 from looping_core.agent import load_agent_class
+from looping_core.app import node_of
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.store.db import Database
 from looping_core.store.migrations import migration_status, plugin_versions, upgrade
+from looping_core.store.tasks import adopt_node
 
 __all__ = ["main"]
 
@@ -145,6 +147,34 @@ def db_upgrade(config_path: Path | None) -> None:
     for migration in applied:
         click.echo(f"applied {migration.version:04d}  {migration.name}")
     click.echo("up to date")
+
+
+@db.command("adopt")
+@click.argument("gone")
+@_config_option
+@_clean_errors
+def db_adopt(gone: str, config_path: Path | None) -> None:
+    """Take over the unfinished turns and pending pushes of node GONE, a machine that will not
+    come back, for this config's node."""
+    config = load_config(resolve_config_path(config_path))
+    node = node_of(config)
+    if gone == node:
+        raise LoopingError(
+            f"node {gone!r} is this server's own node; its turns are recovered when it starts"
+        )
+    if _on_store(config, migration_status).pending:
+        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    database = Database.from_url(config.store.url)
+    try:
+        tasks, pushes = database.run_sync(adopt_node, database, gone, node, config.server.workers)
+    finally:
+        database.close()
+    click.echo(
+        f"node {node!r} took {tasks} unfinished task(s) and {pushes} pending push(es)"
+        f" from node {gone!r}"
+    )
+    if tasks:
+        click.echo("restart this node's server to resume or fail those turns (on_restart)")
 
 
 def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -157,3 +158,53 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith("  applied  0001\n  applied  0002\nup to date\n")
+
+
+def test_db_adopt_takes_a_gone_nodes_unfinished_turns(looping_cli: Cli, tmp_path: Path) -> None:
+    store = tmp_path / "store.db"
+    path = write(
+        tmp_path / "db.toml", f'[server]\nworkers = 2\n[store]\nurl = "sqlite:///{store}"\n'
+    )
+    assert looping_cli("db", "upgrade", "--config", path).returncode == 0
+    with sqlite3.connect(store) as connection:
+        for task_id, state, node, worker in [
+            ("running", 2, "gone", 3), ("done", 3, "gone", 3), ("other", 2, "alive", 0),
+        ]:  # fmt: skip
+            connection.execute(
+                "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state, status_ts,"
+                " created_ts, node, worker) VALUES (?, 't', 'i', 's', 'c', ?, 0, 0, ?, ?)",
+                (task_id, state, node, worker),
+            )
+        connection.execute(
+            "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
+            " next_attempt_ts, created_ts, node, worker)"
+            " VALUES ('done', 'c', 'j', 'https://g/p', '{}', 'pending', 0, 0, 0, 'gone', 3)"
+        )
+
+    result = looping_cli("db", "adopt", "gone", "--config", path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (
+        "node 'local' took 1 unfinished task(s) and 1 pending push(es) from node 'gone'\n"
+        "restart this node's server to resume or fail those turns (on_restart)\n"
+    )
+    with sqlite3.connect(store) as connection:
+        owners = dict(
+            (task_id, (node, worker))
+            for task_id, node, worker in connection.execute("SELECT id, node, worker FROM tasks")
+        )
+        outbox = connection.execute("SELECT node, worker FROM push_outbox").fetchall()
+    assert owners == {"running": ("local", 1), "done": ("gone", 3), "other": ("alive", 0)}
+    assert outbox == [("local", 1)]
+
+
+def test_db_adopt_refuses_its_own_node_and_an_old_store(looping_cli: Cli, tmp_path: Path) -> None:
+    path = write(tmp_path / "db.toml", f'[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n')
+    own = looping_cli("db", "adopt", "local", "--config", path)
+    assert own.returncode == 1
+    assert own.stderr == (
+        "node 'local' is this server's own node; its turns are recovered when it starts\n"
+    )
+    old = looping_cli("db", "adopt", "gone", "--config", path)
+    assert old.returncode == 1
+    assert old.stderr == "the store has pending migrations; run `looping db upgrade` first\n"

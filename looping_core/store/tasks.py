@@ -50,7 +50,15 @@ from looping_core.store.models import (
     TaskRow,
 )
 
-__all__ = ["NON_TERMINAL", "OutboxItem", "TaskStore", "TurnStart", "adopt_orphans", "now_us"]
+__all__ = [
+    "NON_TERMINAL",
+    "OutboxItem",
+    "TaskStore",
+    "TurnStart",
+    "adopt_node",
+    "adopt_orphans",
+    "now_us",
+]
 
 NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
 _NOTIFY = TERMINAL_STATES | {
@@ -707,17 +715,36 @@ def adopt_orphans(database: Database, node: str, workers: int) -> int:
     worker then recovers and delivers only its own slot's rows, so no two processes touch the same
     turn. Other nodes' rows are never touched. Returns how many rows moved.
     """
+    tasks, pushes = _move_rows(
+        database, "(node = '' OR (node = ? AND worker >= ?))", (node, workers), node, workers
+    )
+    return tasks + pushes
+
+
+def adopt_node(database: Database, gone: str, node: str, workers: int) -> tuple[int, int]:
+    """Give the unfinished tasks and pending pushes of node `gone` (a machine that will not
+    come back) to `node`, spread over its `workers` slots; on the store's thread.
+
+    Its pushes go out from `node`'s running server; its turns are recovered (resumed or failed)
+    when `node`'s server next starts. Returns (tasks, pushes) moved.
+    """
+    return _move_rows(database, "node = ?", (gone,), node, workers)
+
+
+def _move_rows(
+    database: Database, owned: str, params: tuple[Any, ...], node: str, workers: int
+) -> tuple[int, int]:
+    """Hand running tasks and pending pushes matching `owned` to `node`'s slots (slot mod N)."""
     running = ", ".join(str(state) for state in _RUNNING)
     modulo = "worker - (worker / ?) * ?"  # integer division in both stores; `%` means a parameter
-    mine = "(node = '' OR (node = ? AND worker >= ?))"
     with database.write():
         tasks = database.execute(
-            f"UPDATE tasks SET node = ?, worker = {modulo} WHERE {mine} AND state IN ({running})",
-            (node, workers, workers, node, workers),
+            f"UPDATE tasks SET node = ?, worker = {modulo} WHERE {owned} AND state IN ({running})",
+            (node, workers, workers, *params),
         ).rowcount
         pushes = database.execute(
             f"UPDATE push_outbox SET node = ?, worker = {modulo}"
-            f" WHERE {mine} AND state = 'pending'",
-            (node, workers, workers, node, workers),
+            f" WHERE {owned} AND state = 'pending'",
+            (node, workers, workers, *params),
         ).rowcount
-    return int(tasks + pushes)
+    return int(tasks), int(pushes)

@@ -23,7 +23,7 @@ from looping_core.a2a.models import (
 )
 from looping_core.store.db import Database
 from looping_core.store.migrations import bind, migration_status, upgrade
-from looping_core.store.tasks import TaskStore, adopt_orphans
+from looping_core.store.tasks import TaskStore, adopt_node, adopt_orphans
 
 ALICE = Identity("t", "https://gateway.example", "alice")
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
@@ -190,3 +190,20 @@ async def test_a_duplicate_committed_by_another_connection_mid_turn_wins(
         database.close()
     assert not start.started
     assert start.task.id == "theirs"
+
+
+async def test_a_gone_nodes_turns_can_be_handed_to_another_node(database: Database) -> None:
+    gone, alive = TaskStore(database, node="gone", worker=1), TaskStore(database, node="alive")
+    running = (await gone.start_turn(ALICE, user_message(), None)).task
+    finished = (await gone.start_turn(ALICE, user_message(), push_config())).task
+    await gone.transition(finished.id, TaskState.TASK_STATE_COMPLETED)
+    theirs = (await alive.start_turn(ALICE, user_message(), None)).task
+
+    moved = await database.run_alone(adopt_node, database, "gone", "new", 1)
+
+    assert moved == (1, 1)  # the running task and the queued push, not the finished task
+    new = TaskStore(database, node="new", worker=0)
+    assert await new.unfinished() == [running.id]
+    assert [item.task_id for item in await new.due_pushes()] == [finished.id]
+    assert await gone.unfinished() == []
+    assert await alive.unfinished() == [theirs.id]
