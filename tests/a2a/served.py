@@ -95,7 +95,8 @@ async def serve(
                 pass
             await asyncio.sleep(0.05)
     process.kill()
-    raise AssertionError("the server did not start")
+    process.wait(timeout=30)
+    raise AssertionError(f"the server did not start:\n{log_of(config).read_text()}")
 
 
 async def wait_for(path: Path) -> None:
