@@ -349,6 +349,44 @@ async def test_a_configless_tenant_blocks_until_the_task_ends(
     assert task["artifacts"][0]["parts"] == [{"text": "hi (after 0)"}]
 
 
+async def test_a_blocking_duplicate_of_a_finished_turn_answers_without_waiting(
+    gateway: FakeGateway,
+) -> None:
+    """Nothing runs the duplicate's task any more, so nothing would end the wait: it must not
+    start (the tenant would wait its whole 600 s)."""
+    patient = """
+[tenants.patient]
+agent = "a2a_agents:EchoAgent"
+allow_configless = true
+max_wait_seconds = 600
+[tenants.patient.card]
+name = "Patient"
+description = "Waits long."
+skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }]
+"""
+    agent, runner = await start_agent([gateway.origin], extra=patient)
+    try:
+        message_id = str(uuid.uuid4())
+        turns = [
+            gateway.send_turn(
+                agent.endpoint,
+                tenant="patient",
+                text="once",
+                message_id=message_id,
+                inbox=None,
+                return_immediately=False,
+            )
+            for _ in range(2)
+        ]
+        _, first = await turns[0]
+        _, again = await asyncio.wait_for(turns[1], 60)  # a hang guard, not a timing
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
+    assert first["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert again["result"]["task"] == first["result"]["task"]
+
+
 async def test_push_urls_must_be_on_an_allowlisted_gateway_origin(
     agent: RunningAgent, gateway: FakeGateway, other_gateway: FakeGateway
 ) -> None:
