@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from types import FrameType
+from typing import NoReturn
 
 from aiohttp import web
 
@@ -37,6 +38,7 @@ RESTART_LIMIT = 5
 """A slot whose worker dies this often within `RESTART_WINDOW_SECONDS` stops the server."""
 RESTART_WINDOW_SECONDS = 60.0
 SUPERVISOR_POLL_SECONDS = 0.5
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 
 
 class ServeError(LoopingError):
@@ -163,35 +165,48 @@ class _Supervisor:
 
     def _start(self, slot: int) -> None:
         supervisor = os.getpid()
-        pid = os.fork()
-        if pid == 0:  # the worker: serve, and never return into the supervisor's stack
-            code = 1
-            try:
-                # Only the supervisor stops workers, with one SIGTERM each: a terminal's Ctrl-C
-                # reaches the whole process group, and a second signal would cut a graceful
-                # shutdown short.
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                app = create_app(self._config, plugins=self._plugins, worker=slot)
-                app.cleanup_ctx.append(_worker_lifecycle(supervisor, slot))
-                _log.info("worker %d serving (pid %d)", slot, os.getpid())
-                web.run_app(
-                    app,
-                    host=self._config.server.host,
-                    port=self._config.server.port,
-                    reuse_port=True,
-                    handle_signals=False,
-                    print=None,
-                    access_log=_access_log(self._config),
-                    loop=self._new_loop(),  # made after the fork: loops never cross one
-                )
-                code = 0
-            except BaseException:
-                _log.exception("worker %d failed", slot)
-            finally:
-                logging.shutdown()
-                os._exit(code)
-        self._children[pid] = slot
+        # A stop signal arriving between the fork and the new worker's registration would miss
+        # it and leave it running: hold stop signals until both processes are ready for them.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            if self._stopping:  # a stop came in since the caller looked
+                return
+            pid = os.fork()
+            if pid == 0:
+                self._serve_as_worker(supervisor, slot)  # never returns
+            self._children[pid] = slot
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+    def _serve_as_worker(self, supervisor: int, slot: int) -> NoReturn:
+        """The worker: serve, and never return into the supervisor's stack."""
+        code = 1
+        try:
+            # Only the supervisor stops workers, with one SIGTERM each: a terminal's Ctrl-C
+            # reaches the whole process group, and a second signal would cut a graceful
+            # shutdown short.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+            app = create_app(self._config, plugins=self._plugins, worker=slot)
+            app.cleanup_ctx.append(_worker_lifecycle(supervisor, slot))
+            _log.info("worker %d serving (pid %d)", slot, os.getpid())
+            web.run_app(
+                app,
+                host=self._config.server.host,
+                port=self._config.server.port,
+                reuse_port=True,
+                handle_signals=False,
+                print=None,
+                access_log=_access_log(self._config),
+                loop=self._new_loop(),  # made after the fork: loops never cross one
+            )
+            code = 0
+        except BaseException:
+            _log.exception("worker %d failed", slot)
+        finally:
+            logging.shutdown()
+            os._exit(code)
 
     def _dies_too_often(self, slot: int) -> bool:
         now = time.monotonic()

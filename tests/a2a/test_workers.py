@@ -240,3 +240,27 @@ async def test_a_worker_that_keeps_dying_stops_the_server(
     log = log_of(config).read_text()
     assert f"died {RESTART_LIMIT} times within 60 s" in log
     assert "stopping the server" in log
+
+
+async def test_a_stop_while_workers_are_replaced_leaves_no_worker_behind(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    """SIGTERM reaches the supervisor while it forks replacements for workers just killed:
+    every worker, old or new, still stops."""
+    port = unused_port()
+    config = write_config(tmp_path / "looping.toml", port, gateway, workers=4)
+    server = await serve(config, port, KEY)
+    everyone = set(children(server))
+    for pid in everyone:
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(50):  # stop in the middle of the replacements
+        everyone |= set(children(server))
+        if len(everyone) > 4:
+            break
+        await asyncio.sleep(0.002)
+    server.send_signal(signal.SIGTERM)
+    assert server.wait(timeout=30) == 0
+    await wait_until_exited(sorted(everyone))
+    for line in log_of(config).read_text().splitlines():
+        if match := re.search(r"worker \d+ serving \(pid (\d+)\)", line):
+            assert has_exited(int(match[1])), line
