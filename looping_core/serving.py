@@ -53,14 +53,7 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
         app = create_app(config, plugins=plugins)
         _check_port_free(config.server.host, config.server.port)
         _announce(config, count, new_loop)
-        web.run_app(
-            app,
-            host=config.server.host,
-            port=config.server.port,
-            print=None,
-            access_log=_access_log(config),
-            loop=new_loop(),
-        )
+        _run_app(app, config, new_loop(), worker=False)
         return
     if not hasattr(os, "fork"):
         raise ServeError(
@@ -191,16 +184,8 @@ class _Supervisor:
             app = create_app(self._config, plugins=self._plugins, worker=slot)
             app.cleanup_ctx.append(_worker_lifecycle(supervisor, slot))
             _log.info("worker %d serving (pid %d)", slot, os.getpid())
-            web.run_app(
-                app,
-                host=self._config.server.host,
-                port=self._config.server.port,
-                reuse_port=True,
-                handle_signals=False,
-                print=None,
-                access_log=_access_log(self._config),
-                loop=self._new_loop(),  # made after the fork: loops never cross one
-            )
+            # The loop is made after the fork: loops never cross one.
+            _run_app(app, self._config, self._new_loop(), worker=True)
             code = 0
         except BaseException:
             _log.exception("worker %d failed", slot)
@@ -252,8 +237,21 @@ def _worker_lifecycle(
     return lifecycle
 
 
-def _access_log(config: Config) -> logging.Logger | None:
-    return logging.getLogger("aiohttp.access") if config.server.access_log else None
+def _run_app(
+    app: web.Application, config: Config, loop: asyncio.AbstractEventLoop, *, worker: bool
+) -> None:
+    """Serve `app` until stopped. A worker shares the port (SO_REUSEPORT) and leaves stop
+    signals to `_worker_lifecycle`; a single server lets aiohttp handle them."""
+    web.run_app(
+        app,
+        host=config.server.host,
+        port=config.server.port,
+        reuse_port=worker or None,
+        handle_signals=not worker,
+        print=None,
+        access_log=logging.getLogger("aiohttp.access") if config.server.access_log else None,
+        loop=loop,
+    )
 
 
 def _describe(status: int) -> str:

@@ -122,16 +122,16 @@ class Database:
 
     async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
         """Run `fn(*args)` on the store's thread, in a transaction, and await the result."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[_T] = loop.create_future()
-        self._queue(_Job(fn, args, future, loop))
-        return await future
+        return await self._await(fn, args, alone=False)
 
     async def run_alone(self, fn: Callable[..., _T], *args: Any) -> _T:
         """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL."""
+        return await self._await(fn, args, alone=True)
+
+    async def _await(self, fn: Callable[..., _T], args: tuple[Any, ...], *, alone: bool) -> _T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._queue(_Job(fn, args, future, loop, alone=True))
+        self._queue(_Job(fn, args, future, loop, alone=alone))
         return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
