@@ -20,6 +20,7 @@ from looping_core.a2a.errors import (
     ParseError,
     RpcError,
 )
+from looping_core.a2a.grammar import MAX_SAFE_INTEGER, is_well_formed, json_problem
 from looping_core.a2a.protojson import WireError, from_wire
 
 __all__ = ["Method", "RpcCall", "RpcId", "parse_envelope", "parse_params", "response"]
@@ -71,16 +72,31 @@ class EnvelopeError(Exception):
 def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall, Method]:
     """Parse and check a JSON-RPC request against the method table."""
     try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        raise EnvelopeError(ParseError()) from None
+        document = json.loads(body, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise EnvelopeError(InvalidRequest("The request is nested too deeply")) from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        message = str(exc) if isinstance(exc, _NotJson) else None
+        raise EnvelopeError(ParseError(message)) from None
     if isinstance(document, list):
         raise EnvelopeError(InvalidRequest("Batch requests are not supported"))
     if not isinstance(document, dict):
         raise EnvelopeError(InvalidRequest("The request must be a JSON object"))
     request_id = document.get("id")
-    if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
-        raise EnvelopeError(InvalidRequest("id must be a string, a number or null"))
+    if not _is_valid_id(request_id):
+        raise EnvelopeError(
+            InvalidRequest("id must be a string of well-formed Unicode, a safe integer or null")
+        )
+    problem = json_problem(document)
+    if problem is not None:
+        field, description = problem
+        if field == "params" or field.startswith(("params.", "params[")):
+            error: RpcError = InvalidParams(
+                f"Invalid parameters: {field}: {description}", violations=[problem]
+            )
+        else:
+            error = InvalidRequest(f"{field or 'the request'}: {description}")
+        raise EnvelopeError(error, request_id)
     if document.get("jsonrpc") != "2.0":
         raise EnvelopeError(InvalidRequest('jsonrpc must be "2.0"'), request_id)
     method_name = document.get("method")
@@ -105,6 +121,24 @@ def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall,
         )
         raise EnvelopeError(MethodNotFound(f"Method not found: {method_name}{hint}"), request_id)
     return RpcCall(id=request_id, method=method_name, params=params), method
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _NotJson(f"Invalid JSON payload: {name} is not a JSON number")
+
+
+def _is_valid_id(request_id: object) -> bool:
+    if isinstance(request_id, str):
+        return is_well_formed(request_id)
+    if isinstance(request_id, bool):
+        return False
+    if isinstance(request_id, int):
+        return abs(request_id) <= MAX_SAFE_INTEGER
+    return request_id is None
 
 
 def parse_params(call: RpcCall, method: Method) -> Any:

@@ -86,15 +86,22 @@ class JwksCache:
         future = self._in_flight.get(jku)
         if future is None:
             self._attempted_at[jku] = self._clock()
-            future = asyncio.ensure_future(self._fetch(jku))
+            future = asyncio.ensure_future(self._fetch_and_store(jku))
             self._in_flight[jku] = future
-            future.add_done_callback(lambda _: self._in_flight.pop(jku, None))
         try:
-            entry = await asyncio.shield(future)
+            return await asyncio.shield(future)
         except JwksError:
             return previous  # keep serving the keys we had, if any
-        self._entries[jku] = entry
-        return entry
+
+    async def _fetch_and_store(self, jku: str) -> _Entry:
+        """Fetch, then store the result and retire the in-flight fetch in one step: a request
+        arriving in between would find neither the fetch nor its keys."""
+        try:
+            entry = await self._fetch(jku)
+            self._entries[jku] = entry
+            return entry
+        finally:
+            self._in_flight.pop(jku, None)
 
     async def _fetch(self, jku: str) -> _Entry:
         try:

@@ -7,14 +7,16 @@ touches is the verified caller's own (the store scopes each query to the caller)
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
+import rfc8785
 
 from looping_core.a2a.edge import CallContext
-from looping_core.a2a.errors import InvalidParams
+from looping_core.a2a.errors import ContentTypeNotSupported, InvalidParams
 from looping_core.a2a.gateway_token import origin_of
+from looping_core.a2a.grammar import id_problem, push_target_problems
 from looping_core.a2a.jsonrpc import Method
 from looping_core.a2a.models import (
     CancelTaskRequest,
@@ -25,6 +27,8 @@ from looping_core.a2a.models import (
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
+    Message,
+    Part,
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
@@ -33,6 +37,8 @@ from looping_core.a2a.models import (
 )
 from looping_core.a2a.protojson import to_wire
 from looping_core.appkeys import DELIVERER, RUNNER, STORE
+from looping_core.content.a2a import part_to_block
+from looping_core.content.errors import ContentError
 
 __all__ = ["METHODS"]
 
@@ -41,15 +47,77 @@ def _invalid(field: str, problem: str) -> InvalidParams:
     return InvalidParams(f"{field}: {problem}", violations=[(field, problem)])
 
 
+def _refuse(violations: list[tuple[str, str]]) -> None:
+    if violations:
+        summary = "; ".join(f"{field}: {problem}" for field, problem in violations)
+        raise InvalidParams(f"Invalid parameters: {summary}", violations=violations)
+
+
+def _check_ids(*ids: tuple[str, str, bool]) -> None:
+    """`(field, value, required)` triples, each held to the id grammar."""
+    _refuse(
+        [
+            (field, problem)
+            for field, value, required in ids
+            if (problem := id_problem(value, required=required)) is not None
+        ]
+    )
+
+
 def _check_history_length(value: int | None, field: str) -> None:
     if value is not None and value < 0:
         raise _invalid(field, "must not be negative")
 
 
-def _check_push_url(context: CallContext, config: TaskPushNotificationConfig, field: str) -> None:
-    """Pushes go to allowlisted gateway origins only, so they can never aim at internal hosts."""
-    if origin_of(config.url) not in context.edge.policy.gateway_origins:
-        raise _invalid(field, "the push URL must be on an allowlisted gateway origin")
+def _check_push_config(
+    context: CallContext, config: TaskPushNotificationConfig, prefix: str
+) -> None:
+    """A push config must be deliverable (URL and header grammars) and aim at an allowlisted
+    gateway origin only, so pushes can never reach internal hosts."""
+    auth = config.authentication
+    violations = [
+        (f"{prefix}.{field}", problem)
+        for field, problem in push_target_problems(
+            config.url,
+            config.token,
+            auth.scheme if auth is not None else None,
+            auth.credentials if auth is not None else "",
+        )
+    ]
+    for field, value in ((f"{prefix}.id", config.id), (f"{prefix}.taskId", config.task_id)):
+        if (problem := id_problem(value)) is not None:
+            violations.append((field, problem))
+    if not violations and origin_of(config.url) not in context.edge.policy.gateway_origins:
+        violations.append(
+            (f"{prefix}.url", "the push URL must be on an allowlisted gateway origin")
+        )
+    _refuse(violations)
+
+
+def _check_message(message: Message, prefix: str) -> None:
+    """Ids held to their grammar; every part must have a form the agent can be given."""
+    _check_ids(
+        (f"{prefix}.messageId", message.message_id, True),
+        (f"{prefix}.contextId", message.context_id, False),
+        (f"{prefix}.taskId", message.task_id, False),
+        *(
+            (f"{prefix}.referenceTaskIds[{index}]", task_id, True)
+            for index, task_id in enumerate(message.reference_task_ids)
+        ),
+    )
+    _check_parts(message.parts, f"{prefix}.parts")
+
+
+def _check_parts(parts: Iterable[Part], prefix: str) -> None:
+    for index, part in enumerate(parts):
+        try:
+            part_to_block(part)
+        except (ContentError, ValueError, rfc8785.CanonicalizationError) as exc:
+            field = f"{prefix}[{index}]"
+            raise ContentTypeNotSupported(
+                f"{field}: {exc}",
+                metadata={"field": field, "mediaType": part.media_type},
+            ) from None
 
 
 def _trim(task: Task, history_length: int | None) -> Task:
@@ -78,9 +146,10 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
             "required: results are delivered by push to the gateway",
         )
     if push is not None:
-        _check_push_url(context, push, "params.configuration.taskPushNotificationConfig.url")
+        _check_push_config(context, push, "params.configuration.taskPushNotificationConfig")
     if params.message.role is not Role.ROLE_USER:
         raise _invalid("params.message.role", "must be ROLE_USER")
+    _check_message(params.message, "params.message")
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
     app = context.request.app
     start = await app[STORE].start_turn(context.identity, params.message, push)
@@ -94,6 +163,7 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
 
 
 async def get_task(context: CallContext, params: GetTaskRequest) -> Any:
+    _check_ids(("params.id", params.id, True))
     _check_history_length(params.history_length, "params.historyLength")
     store = context.request.app[STORE]
     return to_wire(await store.get(context.identity, params.id, params.history_length))
@@ -102,6 +172,7 @@ async def get_task(context: CallContext, params: GetTaskRequest) -> Any:
 async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
     if params.page_size is not None and not 1 <= params.page_size <= 100:
         raise _invalid("params.pageSize", "must be between 1 and 100")
+    _check_ids(("params.contextId", params.context_id, False))
     _check_history_length(params.history_length, "params.historyLength")
     response = await context.request.app[STORE].list_tasks(context.identity, params)
     document: dict[str, Any] = to_wire(response)
@@ -112,6 +183,7 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
 
 
 async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
+    _check_ids(("params.id", params.id, True))
     app = context.request.app
     task, _ = await app[STORE].cancel(context.identity, params.id)
     app[RUNNER].cancel_local(params.id)
@@ -122,7 +194,7 @@ async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
 async def create_push_config(context: CallContext, params: TaskPushNotificationConfig) -> Any:
     if not params.task_id:
         raise _invalid("params.taskId", "required field missing")
-    _check_push_url(context, params, "params.url")
+    _check_push_config(context, params, "params")
     stored = await context.request.app[STORE].put_push_config(context.identity, params)
     return to_wire(stored)
 
@@ -130,6 +202,7 @@ async def create_push_config(context: CallContext, params: TaskPushNotificationC
 async def get_push_config(
     context: CallContext, params: GetTaskPushNotificationConfigRequest
 ) -> Any:
+    _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
     store = context.request.app[STORE]
     return to_wire(await store.get_push_config(context.identity, params.task_id, params.id))
 
@@ -137,6 +210,7 @@ async def get_push_config(
 async def list_push_configs(
     context: CallContext, params: ListTaskPushNotificationConfigsRequest
 ) -> Any:
+    _check_ids(("params.taskId", params.task_id, True))
     configs = await context.request.app[STORE].list_push_configs(context.identity, params.task_id)
     document: dict[str, Any] = to_wire(
         ListTaskPushNotificationConfigsResponse(configs=tuple(configs))
@@ -148,6 +222,7 @@ async def list_push_configs(
 async def delete_push_config(
     context: CallContext, params: DeleteTaskPushNotificationConfigRequest
 ) -> Any:
+    _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
     await context.request.app[STORE].delete_push_config(context.identity, params.task_id, params.id)
     return {}
 

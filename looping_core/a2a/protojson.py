@@ -19,7 +19,7 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from looping_core._strict import register_strict_primitives
+from looping_core._strict import register_strict_primitives, structure_int
 
 __all__ = ["WireError", "camel", "from_wire", "to_wire"]
 
@@ -53,6 +53,17 @@ def _structure_enum(value: object, type_: type[enum.Enum]) -> enum.Enum:
     raise ValueError(f"expected one of {names}")
 
 
+_INT32 = range(-(2**31), 2**31)
+
+
+def _structure_int32(value: object, type_: type) -> int:
+    """Every integer field of A2A 1.0 is an int32."""
+    number = structure_int(value, type_)
+    if number not in _INT32:
+        raise ValueError("expected an integer between -2^31 and 2^31 - 1 (int32)")
+    return number
+
+
 def _structure_bytes(value: object, _: type) -> bytes:
     """ProtoJSON bytes: base64, standard or URL-safe alphabet, padding optional."""
     if not isinstance(value, str):
@@ -84,6 +95,7 @@ def _unstructure_timestamp(value: datetime.datetime) -> str:
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter()
     register_strict_primitives(converter)
+    converter.register_structure_hook(int, _structure_int32)
     converter.register_structure_hook_func(
         lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _structure_enum
     )

@@ -32,6 +32,7 @@ from looping_core.a2a._jose import (
     sign_compact,
     verify_compact,
 )
+from looping_core.a2a.grammar import push_target_problems
 from looping_core.a2a.keys import SigningKey
 from looping_core.config import PushConfig
 from looping_core.errors import LoopingError
@@ -199,25 +200,48 @@ class PushDeliverer:
                     await self._wake.wait()
 
     async def deliver_due(self) -> int:
-        """Attempt every due item once; returns how many were attempted."""
+        """Attempt every due item once; returns how many were attempted.
+
+        One item's failure, even an unexpected one, never keeps the others from their attempt.
+        """
         items = await self._store.due_pushes()
-        await asyncio.gather(*(self._deliver(item) for item in items))
+        outcomes = await asyncio.gather(
+            *(self._deliver(item) for item in items), return_exceptions=True
+        )
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                _log.error(
+                    "push %s for task %s: recording its attempt failed",
+                    item.jti, item.task_id, exc_info=outcome,
+                )  # fmt: skip
         return len(items)
 
     async def _deliver(self, item: OutboxItem) -> None:
+        scheme, credentials = item.authentication or (None, "")
+        problems = push_target_problems(item.url, item.token, scheme, credentials)
+        if problems:
+            # Stored by an earlier release that accepted it; it can never be sent, so it is
+            # failed now instead of being retried (or blocking the queue) forever.
+            reason = "; ".join(f"{field} {problem}" for field, problem in problems)
+            _log.warning("push %s for task %s: undeliverable config (%s); failed",
+                         item.jti, item.task_id, reason)  # fmt: skip
+            await self._store.record_attempt(
+                item, status=None, error=f"undeliverable config: {reason}", duration_ms=0,
+                outcome="failed",
+            )  # fmt: skip
+            return
         headers = {"Content-Type": CONTENT_TYPE}
-        if item.authentication is not None:
-            scheme, credentials = item.authentication
+        if scheme is not None:
             headers["Authorization"] = f"{scheme} {credentials}".strip()
         if item.token:
             headers[TOKEN_HEADER] = item.token
-        headers[SIGNATURE_HEADER] = self._signer.sign(
-            url=item.url, task_id=item.task_id, jti=item.jti, body=item.body
-        )
         started = time.monotonic()
         status: int | None = None
         error: str | None = None
         try:
+            headers[SIGNATURE_HEADER] = self._signer.sign(
+                url=item.url, task_id=item.task_id, jti=item.jti, body=item.body
+            )
             async with self._session.post(
                 item.url,
                 data=item.body,
@@ -229,6 +253,15 @@ class PushDeliverer:
                 await response.read()
         except (aiohttp.ClientError, TimeoutError) as exc:
             error = type(exc).__name__
+        except Exception as exc:
+            # Not the receiver's fault and not a network failure: a bug here. Failed and
+            # recorded, so it cannot be retried forever or hold up the items behind it.
+            _log.exception("push %s for task %s could not be sent", item.jti, item.task_id)
+            await self._store.record_attempt(
+                item, status=None, error=f"internal: {type(exc).__name__}",
+                duration_ms=int((time.monotonic() - started) * 1000), outcome="failed",
+            )  # fmt: skip
+            return
         duration_ms = int((time.monotonic() - started) * 1000)
         if status is not None and 200 <= status < 300:
             await self._store.record_attempt(

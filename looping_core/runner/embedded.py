@@ -85,26 +85,36 @@ class EmbeddedRunner:
         self._settle(task_id)
 
     async def recover(self) -> None:
-        """Deal with turns a crash left SUBMITTED or WORKING: resume or fail them."""
+        """Deal with turns a crash left SUBMITTED or WORKING: resume or fail them.
+
+        A task whose recovery fails is logged and left as it is: one bad row must never keep
+        the server from starting, nor the other tasks from being recovered.
+        """
         for task_id in await self._store.unfinished():
-            if self._config.on_restart == "resume":
-                await self._store.transition(
-                    task_id,
-                    TaskState.TASK_STATE_SUBMITTED,
-                    allowed_from=[TaskState.TASK_STATE_WORKING],
-                )
-                _log.info("resuming task %s after a restart", task_id)
-                self.start(task_id)
-            else:
-                message = _agent_message(
-                    (Part(text=self._config.restart_message),),
-                    metadata={"reason": "INTERRUPTED_BY_RESTART"},
-                )
-                await self._store.transition(
-                    task_id, TaskState.TASK_STATE_FAILED, status_message=message
-                )
-                _log.info("failed task %s: the agent restarted while it ran", task_id)
+            try:
+                await self._recover(task_id)
+            except Exception:
+                _log.exception("recovering task %s failed; it is left as it is", task_id)
         self._on_settled()
+
+    async def _recover(self, task_id: str) -> None:
+        if self._config.on_restart == "resume":
+            await self._store.transition(
+                task_id,
+                TaskState.TASK_STATE_SUBMITTED,
+                allowed_from=[TaskState.TASK_STATE_WORKING],
+            )
+            _log.info("resuming task %s after a restart", task_id)
+            self.start(task_id)
+        else:
+            message = _agent_message(
+                (Part(text=self._config.restart_message),),
+                metadata={"reason": "INTERRUPTED_BY_RESTART"},
+            )
+            await self._store.transition(
+                task_id, TaskState.TASK_STATE_FAILED, status_message=message
+            )
+            _log.info("failed task %s: the agent restarted while it ran", task_id)
 
     def watch_cancellations(self, interval: float = CANCEL_POLL_SECONDS) -> None:
         """Stop turns whose task another process ended (a `CancelTask` that reached another
@@ -143,12 +153,15 @@ class EmbeddedRunner:
             _log.info("turn of task %s stopped (canceled)", task_id)
         except Exception:
             _log.exception("turn of task %s failed in the runner", task_id)
-            await self._store.transition(
-                task_id,
-                TaskState.TASK_STATE_FAILED,
-                allowed_from=[TaskState.TASK_STATE_WORKING],
-                status_message=_agent_message((), metadata={"reason": "RUNNER_ERROR"}),
-            )
+            try:
+                await self._store.transition(
+                    task_id,
+                    TaskState.TASK_STATE_FAILED,
+                    allowed_from=[TaskState.TASK_STATE_WORKING],
+                    status_message=_agent_message((), metadata={"reason": "RUNNER_ERROR"}),
+                )
+            except Exception:
+                _log.exception("task %s could not be failed either; it stays WORKING", task_id)
         finally:
             self._settle(task_id)
 
@@ -160,11 +173,20 @@ class EmbeddedRunner:
         agent = self._agents[caller.tenant]
         history = tuple(_content(message) for message in task.history[:-1])
         latest = task.history[-1]
+        try:
+            blocks = parts_to_blocks(latest.parts)
+        except (ContentError, ValueError) as exc:
+            # The edge refuses such parts; a message stored by an earlier release may hold one.
+            _log.warning("task %s: its message cannot be given to the agent: %s", task_id, exc)
+            await self._finish(
+                task_id, TurnResult(TurnOutcome.FAILED), reason="UNSUPPORTED_CONTENT"
+            )
+            return
         turn = TurnInput(
             task_id=task.id,
             context_id=task.context_id,
             caller=caller,
-            message=UserMessage(parts_to_blocks(latest.parts)),
+            message=UserMessage(blocks),
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
         )

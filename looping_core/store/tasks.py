@@ -29,6 +29,7 @@ from looping_core.a2a.errors import (
     UnsupportedOperation,
 )
 from looping_core.a2a.gateway_token import Identity
+from looping_core.a2a.grammar import id_problem, printable, push_target_problems
 from looping_core.a2a.models import (
     TERMINAL_STATES,
     Artifact,
@@ -518,22 +519,36 @@ class TaskStore:
         body = json.dumps(to_wire(snapshot), separators=(",", ":"))
         stamp = now_us()
         for config_id, config in configs:
-            self._sql(
+            settings = json.loads(config)
+            url = settings.get("url", "")
+            problems = _undeliverable(settings)
+            # A config the edge refuses today may have been stored by an earlier release. It is
+            # queued as failed, with the reason as its one attempt, so the terminal write that
+            # queues it still commits and the other configs' pushes still go out.
+            (outbox_id,) = self._sql(
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
                 " next_attempt_ts, created_ts, node, worker)"
-                " VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     task_id,
-                    config_id,
+                    printable(config_id),
                     str(uuid.uuid4()),
-                    json.loads(config)["url"],
+                    printable(url),
                     body,
+                    "failed" if problems else "pending",
+                    1 if problems else 0,
                     stamp,
                     stamp,
                     self._node,
                     self._worker,
                 ),
-            )
+            ).fetchone()
+            if problems:
+                self._sql(
+                    "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
+                    " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
+                    (outbox_id, stamp, f"undeliverable config: {problems}"),
+                )
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
         """Pending deliveries that are due, with their config's credentials."""
@@ -693,13 +708,27 @@ def _cursor(ts: int, task_id: str) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+def _undeliverable(settings: dict[str, Any]) -> str:
+    """Why a stored push config cannot be delivered ("" if it can), without its values."""
+    auth = settings.get("authentication")
+    problems = push_target_problems(
+        settings.get("url", ""),
+        settings.get("token", ""),
+        auth.get("scheme", "") if auth else None,
+        auth.get("credentials", "") if auth else "",
+    )
+    return "; ".join(f"{field} {problem}" for field, problem in problems)
+
+
 def _read_cursor(token: str) -> tuple[int, str]:
     try:
         data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
         ts, task_id = data["ts"], data["id"]
         if not isinstance(ts, int) or not isinstance(task_id, str):
             raise ValueError
-    except (ValueError, KeyError, TypeError):
+        if not 0 <= ts < 2**63 or id_problem(task_id, required=True) is not None:
+            raise ValueError
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise InvalidParams(
             "params.pageToken is not a token this server issued",
             violations=[("params.pageToken", "not a valid page token")],

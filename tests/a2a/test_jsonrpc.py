@@ -55,7 +55,7 @@ async def test_not_json(agent: RunningAgent) -> None:
         ({"jsonrpc": "2.0", "id": 1}, "method must be a non-empty string"),
         (
             {"jsonrpc": "2.0", "id": True, "method": "GetExtendedAgentCard"},
-            "id must be a string, a number or null",
+            "id must be a string of well-formed Unicode, a safe integer or null",
         ),
     ],
 )

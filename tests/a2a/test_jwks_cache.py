@@ -185,3 +185,36 @@ async def test_keys_of_other_types_are_ignored(
     with pytest.raises(JwksError) as caught:
         await cache.key(gateway.jwks_url, "rsa")
     assert caught.value.check == "unknown-kid"
+
+
+async def test_a_request_arriving_as_the_first_fetch_completes_gets_the_key(
+    gateway: FakeGateway, session: aiohttp.ClientSession, clock: Clock
+) -> None:
+    """Regression: the in-flight fetch was retired one loop step before its keys were stored,
+    so a request arriving in that gap was refused `jwks-unavailable` with a valid kid."""
+    cache = cache_for(session, clock)
+    kid = gateway.public_jwk["kid"]
+
+    outcomes: list[str] = []
+
+    def arrive_now(_: object) -> None:
+        """A request arriving right when the fetch completes, before anyone resumes: its
+        coroutine runs synchronously here, as far as it can without waiting."""
+        request = cache.key(gateway.jwks_url, kid)
+        try:
+            request.send(None)
+        except StopIteration:
+            outcomes.append("ok")
+        except JwksError as exc:
+            outcomes.append(exc.check)
+        else:
+            request.close()
+            outcomes.append("waited")
+
+    first = asyncio.create_task(cache.key(gateway.jwks_url, kid))
+    await asyncio.sleep(0)
+    (fetch,) = cache._in_flight.values()  # white box: the one moment that matters
+    fetch.add_done_callback(arrive_now)
+    await first
+    assert outcomes == ["ok"]
+    assert gateway.jwks_fetches == 1
