@@ -138,9 +138,16 @@ async def handle_rpc(request: web.Request) -> web.Response:
         return _error_response(exc.error, exc.request_id)
     except RpcError as exc:
         return _error_response(exc, request_id)
+    except _ClientGone:
+        _log.info("client %s disconnected while sending its request", request.remote)
+        return web.Response(status=400)  # nobody reads it
     except Exception:
         _log.exception("internal error answering %s", request.path)
         return _error_response(InternalError(), request_id)
+
+
+class _ClientGone(Exception):
+    """The client closed the connection before its body arrived: a client event, no error."""
 
 
 async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
@@ -151,6 +158,8 @@ async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
     except web.HTTPRequestEntityTooLarge:
         limit = request.app[EDGE].config.server.max_body_bytes
         raise PayloadTooLarge(f"Request body larger than {limit} bytes") from None
+    except ConnectionError:
+        raise _ClientGone() from None
     return parse_envelope(body, request.app[METHODS])
 
 
