@@ -19,6 +19,14 @@ from aiohttp.test_utils import unused_port
 PLUGIN_DISTS = Path(__file__).parent / "plugin_dists"
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-long",
+        action="store_true",
+        help="fuzz the JSON-RPC surface with about 10,000 requests instead of a CI-sized few",
+    )
+
+
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder where pip installed every distribution of tests/plugin_dists/.

@@ -1,0 +1,350 @@
+"""Property-based fuzzing of the JSON-RPC surface: no request gets an internal error.
+
+Every method, from a valid request, with structured mutations (a value replaced by any JSON value,
+huge and deep values, lone surrogates, NaN, big integers, bad enums; a field removed; a field
+added; the envelope broken; the raw bytes cut or flipped). For each: never a 5xx, never -32603,
+always valid JSON holding a result or an error, no ERROR log line; afterwards the server still
+serves a normal turn.
+
+Bounded for CI (`EXAMPLES_PER_METHOD`); `pytest --fuzz-long tests/a2a/test_fuzz.py -s` sends
+about 10,000 requests and prints what came back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import logging
+import threading
+import uuid
+from collections.abc import Coroutine, Iterator
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from looping_core.testing import FakeGateway
+
+from a2a_support import start_agent
+
+EXAMPLES_PER_METHOD = 60
+LONG_EXAMPLES_PER_METHOD = 1_000  # 10 kinds of request: about 10,000 requests
+
+_T = TypeVar("_T")
+
+
+class _ErrorLog(logging.Handler):
+    """Collects ERROR records from any thread (the server runs on its own)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class Served:
+    """The agent and a gateway on an event loop in a thread of their own, so that a synchronous
+    hypothesis test can drive them."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self._thread.start()
+        self.gateway = FakeGateway()
+        self.run(self.gateway.start())
+        self.agent, self._runner = self.run(start_agent([self.gateway.origin]))
+        self.gateway.agent_jwks_url = self.agent.base_url + "/.well-known/jwks.json"
+        self.codes: collections.Counter[str] = collections.Counter()
+        self.task_id = ""
+
+    def run(self, coroutine: Coroutine[Any, Any, _T], timeout: float = 60) -> _T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def post(self, body: bytes | str) -> tuple[int, bytes]:
+        token = self.gateway.token(tenant="alice", aud=self.agent.endpoint, sub="fuzzer")
+
+        async def send() -> tuple[int, bytes]:
+            headers = {
+                "Content-Type": "application/json",
+                "A2A-Version": "1.0",
+                "Authorization": f"Bearer {token}",
+            }
+            async with self.agent.session.post(
+                self.agent.endpoint, data=body, headers=headers
+            ) as response:
+                return response.status, await response.read()
+
+        return self.run(send())
+
+    def close(self) -> None:
+        async def stop() -> None:
+            await self.agent.session.close()
+            await self._runner.cleanup()
+            await self.gateway.stop()
+
+        self.run(stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[Served]:
+    errors = _ErrorLog()
+    logging.getLogger().addHandler(errors)
+    server = Served()
+    try:
+        status, body = server.run(
+            server.gateway.send_turn(server.agent.endpoint, tenant="alice", text="seed")
+        )
+        server.task_id = body["result"]["task"]["id"]
+        yield server
+        # Afterwards it still serves a normal turn, and nothing was logged as an error.
+        server.gateway.pushes.clear()
+        status, body = server.run(
+            server.gateway.send_turn(server.agent.endpoint, tenant="alice", text="after the storm")
+        )
+        assert status == 200, body
+        task_id = body["result"]["task"]["id"]
+
+        async def completed() -> None:
+            while not any(
+                p.claims and p.claims["taskId"] == task_id and p.error is None
+                for p in server.gateway.pushes
+            ):
+                await asyncio.sleep(0.01)
+
+        server.run(asyncio.wait_for(completed(), 10))
+        print(f"\nfuzz: {sum(server.codes.values())} requests; answers: {dict(server.codes)}")
+        assert errors.records == [], [r.getMessage() for r in errors.records]
+    finally:
+        server.close()
+        logging.getLogger().removeHandler(errors)
+
+
+# -- strategies -----------------------------------------------------------------------------------
+
+_surrogates = st.text(st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), min_size=1)
+_controls = st.text(st.characters(max_codepoint=0x1F), min_size=1)
+_texts = st.one_of(
+    st.text(max_size=40),
+    _surrogates,
+    _controls,
+    st.sampled_from(["", "\n", "a\r\nb: c", "\x00", "x" * 5000, "ROLE_USER", "TASK_STATE_WORKING"]),
+    st.text(max_size=20).map(lambda tail: "http://127.0.0.1:1/" + tail),
+)
+_numbers = st.one_of(
+    st.integers(),
+    st.sampled_from([2**31, -(2**31) - 1, 2**53, 2**53 + 1, 2**63, -(2**63), 2**64, 10**400]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([float("nan"), float("inf"), float("-inf"), 1e308, 5e-324, -0.0, 0.1]),
+)
+_scalars = st.one_of(st.none(), st.booleans(), _numbers, _texts)
+_json = st.recursive(
+    _scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(_texts, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+class _Deep:
+    """Arrays and objects nested `depth` levels, spliced in as text when the body is written
+    (as a Python value it would be too deep to generate, walk or encode)."""
+
+    def __init__(self, depth: int) -> None:
+        self.depth = depth
+        self.marker = f"deep-{uuid.uuid4().hex}"
+
+    def text(self) -> str:
+        opening = "".join('{"k": ' if level % 2 else "[" for level in range(self.depth))
+        closing = "".join("}" if level % 2 else "]" for level in reversed(range(self.depth)))
+        return opening + "0" + closing
+
+
+_values = st.one_of(_json, _json, _json, _json, st.integers(50, 1_500).map(_Deep))
+
+
+def _encode(document: Any) -> str:
+    """JSON text (NaN and Infinity bare, surrogates as \\u escapes) with deep values spliced."""
+    deep: list[_Deep] = []
+
+    def marker(value: Any) -> str:
+        if isinstance(value, _Deep):
+            deep.append(value)
+            return value.marker
+        raise TypeError(type(value).__name__)
+
+    text = json.dumps(document, default=marker)
+    for value in deep:
+        text = text.replace(f'"{value.marker}"', value.text())
+    return text
+
+
+def _like(value: Any) -> st.SearchStrategy[Any]:
+    """Values of the same JSON type as `value` (they get past type checks, into handlers)."""
+    if isinstance(value, bool):
+        return st.booleans()
+    if isinstance(value, int):
+        return st.one_of(st.integers(-5, 200), _numbers)
+    if isinstance(value, str):
+        return _texts
+    if isinstance(value, list):
+        return st.lists(_values, max_size=3)
+    if isinstance(value, dict):
+        return st.dictionaries(_texts, _values, max_size=3)
+    return _values
+
+
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path into a JSON document (keys and indexes), the root first."""
+    yield prefix
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield from _paths(child, (*prefix, key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            yield from _paths(child, (*prefix, index))
+
+
+def _at(document: Any, path: tuple[Any, ...]) -> Any:
+    for step in path:
+        document = document[step]
+    return document
+
+
+@st.composite
+def mutated(draw: st.DrawFn, valid: dict[str, Any]) -> bytes | str:
+    """`valid` (a whole JSON-RPC request) after one to three structured mutations, or its bytes
+    after a raw one."""
+    document = json.loads(json.dumps(valid))  # a deep copy
+    for _ in range(draw(st.integers(1, 3))):
+        # Under params, but not the tenant: a changed tenant stops every request at the token.
+        paths = [
+            p for p in _paths(document) if p[:1] == ("params",) and p[1:] not in ((), ("tenant",))
+        ]
+        if not paths:
+            break
+        path = draw(st.sampled_from(paths))
+        parent, leaf = _at(document, path[:-1]), path[-1]
+        kind = draw(
+            st.sampled_from(["same-type"] * 4 + ["replace"] * 3 + ["remove", "add", "envelope"])
+        )
+        if kind == "same-type":
+            parent[leaf] = draw(_like(parent[leaf]))
+        elif kind == "replace":
+            parent[leaf] = draw(_values)
+        elif kind == "remove":
+            del parent[leaf]
+        elif kind == "add" and isinstance(parent, dict):
+            parent[draw(_texts)] = draw(_values)
+        elif kind == "envelope":
+            document[draw(st.sampled_from(["jsonrpc", "id", "method", "params"]))] = draw(_values)
+        if not isinstance(document.get("params"), dict):
+            break
+    text = _encode(document)
+    if draw(st.integers(0, 19)) == 0:
+        cut = draw(st.integers(0, len(text)))
+        flip = draw(st.sampled_from(["", "}", "\x00", "\xff", "\\", '"', "[" * 2000]))
+        return text[:cut] + flip + text[cut + 1 :]
+    return text
+
+
+def _requests(served: Served) -> dict[str, dict[str, Any]]:
+    task_id, gateway = served.task_id, served.gateway
+    message = {
+        "messageId": "m",
+        "role": "ROLE_USER",
+        "contextId": "c",
+        "parts": [{"text": "hi"}, {"data": {"x": [1, 2.5]}, "mediaType": "application/json"}],
+        "metadata": {"k": "v"},
+    }
+    return {
+        "SendMessage": {
+            "message": message,
+            "configuration": {
+                "returnImmediately": True,
+                "historyLength": 2,
+                "acceptedOutputModes": ["text/plain"],
+                "taskPushNotificationConfig": gateway.push_config("fuzz"),
+            },
+            "metadata": {"a": 1},
+        },
+        "GetTask": {"id": task_id, "historyLength": 1},
+        "ListTasks": {
+            "contextId": "c",
+            "status": "TASK_STATE_COMPLETED",
+            "pageSize": 5,
+            "pageToken": "",
+            "historyLength": 1,
+            "statusTimestampAfter": "2026-01-01T00:00:00Z",
+            "includeArtifacts": True,
+        },
+        "CancelTask": {"id": task_id, "metadata": {"why": "fuzz"}},
+        "CreateTaskPushNotificationConfig": {
+            "taskId": task_id,
+            "id": "cfg",
+            **gateway.push_config("fuzz"),
+        },
+        "GetTaskPushNotificationConfig": {"taskId": task_id, "id": "cfg"},
+        "ListTaskPushNotificationConfigs": {"taskId": task_id, "pageSize": 3},
+        "DeleteTaskPushNotificationConfig": {"taskId": task_id, "id": "cfg"},
+        "GetExtendedAgentCard": {},
+        "message/send": {"message": message},
+    }
+
+
+METHODS = [
+    "SendMessage",
+    "GetTask",
+    "ListTasks",
+    "CancelTask",
+    "CreateTaskPushNotificationConfig",
+    "GetTaskPushNotificationConfig",
+    "ListTaskPushNotificationConfigs",
+    "DeleteTaskPushNotificationConfig",
+    "GetExtendedAgentCard",
+    "message/send",
+]
+
+
+def _strict_json(body: bytes) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} in a response")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_no_request_gets_an_internal_error(
+    served: Served, method: str, request: pytest.FixtureRequest
+) -> None:
+    long = request.config.getoption("--fuzz-long")
+    params = {"tenant": "alice", **_requests(served)[method]}
+    valid = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+
+    @settings(
+        max_examples=LONG_EXAMPLES_PER_METHOD if long else EXAMPLES_PER_METHOD,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(body=mutated(valid))
+    def check(body: bytes | str) -> None:
+        if isinstance(body, str):
+            body = body.encode("utf-8", "surrogatepass")
+        status, answer = served.post(body)
+        assert status < 500, (status, answer[:500])
+        document = _strict_json(answer)
+        assert isinstance(document, dict)
+        assert ("result" in document) != ("error" in document), document
+        code = document.get("error", {}).get("code", "result")
+        served.codes[str(code)] += 1
+        assert code != -32603, document
+
+    check()
