@@ -30,8 +30,17 @@ from looping_core.a2a.jwks import JwksCache
 from looping_core.a2a.methods import METHODS as DEFAULT_METHODS
 from looping_core.a2a.push import PushDeliverer, PushSigner
 from looping_core.agent import Agent, AgentContext, load_agent_class
-from looping_core.appkeys import DELIVERER, EDGE, JWKS_CACHE, METHODS, RUNNER, STORE
+from looping_core.appkeys import (
+    CONNECTION_GUARD,
+    DELIVERER,
+    EDGE,
+    JWKS_CACHE,
+    METHODS,
+    RUNNER,
+    STORE,
+)
 from looping_core.config import Config
+from looping_core.connections import ConnectionGuard, ConnectionLimits
 from looping_core.contract import PluginStore
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner
@@ -77,7 +86,16 @@ def create_app(
         )
         for tenant_id, tenant in config.tenants.items()
     }
-    app = web.Application(client_max_size=config.server.max_body_bytes)
+    guard = ConnectionGuard(
+        ConnectionLimits(
+            header_timeout=config.server.header_timeout_seconds,
+            max_connections=config.server.max_connections,
+        )
+    )
+    app = web.Application(
+        client_max_size=config.server.max_body_bytes, middlewares=[guard.middleware]
+    )
+    app[CONNECTION_GUARD] = guard
     app[EDGE] = edge
     app[METHODS] = DEFAULT_METHODS
     app.router.add_get(JWKS_PATH, handle_jwks)

@@ -12,10 +12,11 @@ if TYPE_CHECKING:
     from looping_core.a2a.jsonrpc import Method
     from looping_core.a2a.jwks import JwksCache
     from looping_core.a2a.push import PushDeliverer
+    from looping_core.connections import ConnectionGuard
     from looping_core.runner import EmbeddedRunner
     from looping_core.store.tasks import TaskStore
 
-__all__ = ["DELIVERER", "EDGE", "JWKS_CACHE", "METHODS", "RUNNER", "STORE"]
+__all__ = ["CONNECTION_GUARD", "DELIVERER", "EDGE", "JWKS_CACHE", "METHODS", "RUNNER", "STORE"]
 
 EDGE: web.AppKey[Edge] = web.AppKey("edge")
 JWKS_CACHE: web.AppKey[JwksCache] = web.AppKey("jwks_cache")
@@ -23,3 +24,4 @@ METHODS: web.AppKey[Mapping[str, Method]] = web.AppKey("methods")
 STORE: web.AppKey[TaskStore] = web.AppKey("store")
 RUNNER: web.AppKey[EmbeddedRunner] = web.AppKey("runner")
 DELIVERER: web.AppKey[PushDeliverer] = web.AppKey("deliverer")
+CONNECTION_GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard")

@@ -84,6 +84,13 @@ class ServerConfig:
     """Log every request at INFO (`aiohttp.access`)."""
     event_loop: str = "auto"
     """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
+    header_timeout_seconds: float = 30.0
+    """A request's headers must have arrived this long after the connection opened, or after
+    the first byte of a request on a kept-alive connection; else the connection is closed."""
+    body_timeout_seconds: float = 60.0
+    """A request's whole body must have arrived this long after its headers (HTTP 408)."""
+    max_connections: int = 1000
+    """Open connections per server process; more are answered 503 and closed at once."""
 
     @property
     def base_url(self) -> str:
@@ -442,6 +449,11 @@ def _check_server(server: ServerConfig) -> list[str]:
         problems.append(
             f"workers must be between 1 and {MAX_WORKERS}, got {server.workers} @ $.server.workers"
         )
+    for name in ("header_timeout_seconds", "body_timeout_seconds"):
+        if not 0 < getattr(server, name) <= 3600:
+            problems.append(f"{name} must be above 0 and at most 3600 @ $.server.{name}")
+    if server.max_connections < 1:
+        problems.append("max_connections must be at least 1 @ $.server.max_connections")
     if server.public_url is not None and not _is_base_url(server.public_url):
         problems.append(
             "public_url must be an absolute http(s) URL without query or fragment "

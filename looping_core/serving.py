@@ -23,14 +23,16 @@ from collections.abc import AsyncIterator, Callable
 from types import FrameType
 from typing import NoReturn
 
+import attrs
 from aiohttp import web
 
 from looping_core.app import create_app, prepare_store
+from looping_core.appkeys import CONNECTION_GUARD
 from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
-__all__ = ["ServeError", "event_loop_factory", "serve"]
+__all__ = ["Listener", "ServeError", "event_loop_factory", "listen", "serve"]
 
 _log = logging.getLogger("looping_core.serving")
 
@@ -237,21 +239,114 @@ def _worker_lifecycle(
     return lifecycle
 
 
+SHUTDOWN_TIMEOUT_SECONDS = 60.0
+"""How long a stopping server waits for the requests in flight."""
+KEEPALIVE_TIMEOUT_SECONDS = 75.0
+"""How long an idle kept-alive connection stays open."""
+LINGERING_SECONDS = 2.0
+"""After answering a request whose body was not read (a 408, a 413), how long unread body
+bytes are drained before the connection is closed (so the client sees the answer, not a reset)."""
+
+
+@attrs.frozen
+class Listener:
+    """An application listening through its connection guard; `cleanup()` stops it gracefully
+    (no new connections, the requests in flight finish, then the app's cleanup)."""
+
+    runner: web.AppRunner
+    server: asyncio.Server
+
+    @property
+    def port(self) -> int:
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def cleanup(self) -> None:
+        self.server.close()
+        await self.runner.cleanup()
+
+
+async def listen(
+    app: web.Application,
+    host: str,
+    port: int,
+    *,
+    reuse_port: bool = False,
+    access_log: logging.Logger | None = None,
+    shutdown_timeout: float = SHUTDOWN_TIMEOUT_SECONDS,
+) -> Listener:
+    """Start `app` (its startup runs first) and listen on `host:port` through the app's
+    `ConnectionGuard`: header deadlines and the connection cap apply to every connection."""
+    runner = web.AppRunner(
+        app,
+        access_log=access_log,
+        keepalive_timeout=KEEPALIVE_TIMEOUT_SECONDS,
+        lingering_time=LINGERING_SECONDS,
+        shutdown_timeout=shutdown_timeout,
+    )
+    await runner.setup()
+    try:
+        assert runner.server is not None  # set by setup()
+        factory = app[CONNECTION_GUARD].protocol_factory(runner.server)
+        server = await asyncio.get_running_loop().create_server(
+            factory, host, port, reuse_address=True, reuse_port=reuse_port or None, backlog=128
+        )
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return Listener(runner, server)
+
+
 def _run_app(
     app: web.Application, config: Config, loop: asyncio.AbstractEventLoop, *, worker: bool
 ) -> None:
     """Serve `app` until stopped. A worker shares the port (SO_REUSEPORT) and leaves stop
-    signals to `_worker_lifecycle`; a single server lets aiohttp handle them."""
-    web.run_app(
+    signals to `_worker_lifecycle`; a single server stops gracefully on SIGINT or SIGTERM."""
+    asyncio.set_event_loop(loop)
+    main = loop.create_task(_serve(app, config, worker=worker))
+    try:
+        loop.run_until_complete(main)
+    except (web.GracefulExit, KeyboardInterrupt):
+        pass
+    finally:
+        if not main.done():
+            main.cancel()  # the graceful part: `Listener.cleanup` runs in `_serve`
+            with contextlib.suppress(asyncio.CancelledError):
+                loop.run_until_complete(main)
+        _cancel_remaining(loop)
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+async def _serve(app: web.Application, config: Config, *, worker: bool) -> None:
+    loop = asyncio.get_running_loop()
+    if not worker:
+        for signum in _STOP_SIGNALS:
+            loop.add_signal_handler(signum, _graceful_exit)
+    access_log = logging.getLogger("aiohttp.access") if config.server.access_log else None
+    listener = await listen(
         app,
-        host=config.server.host,
-        port=config.server.port,
-        reuse_port=worker or None,
-        handle_signals=not worker,
-        print=None,
-        access_log=logging.getLogger("aiohttp.access") if config.server.access_log else None,
-        loop=loop,
+        config.server.host,
+        config.server.port,
+        reuse_port=worker,
+        access_log=access_log,
     )
+    try:
+        await asyncio.Event().wait()  # until stopped
+    finally:
+        await listener.cleanup()
+
+
+def _graceful_exit() -> None:
+    raise web.GracefulExit()
+
+
+def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:
+    tasks = asyncio.all_tasks(loop)
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
 
 
 def _describe(status: int) -> str:

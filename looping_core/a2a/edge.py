@@ -9,6 +9,7 @@ traceback.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import json
 import logging
@@ -23,6 +24,7 @@ from looping_core.a2a.errors import (
     InternalError,
     InvalidParams,
     PayloadTooLarge,
+    RequestTimeout,
     RpcError,
     Unauthenticated,
     UnsupportedMediaType,
@@ -153,11 +155,17 @@ class _ClientGone(Exception):
 async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
     if request.content_type not in _JSON_TYPES:
         raise UnsupportedMediaType()
+    server = request.app[EDGE].config.server
     try:
-        body = await request.read()
+        async with asyncio.timeout(server.body_timeout_seconds):
+            body = await request.read()
+    except TimeoutError:
+        _log.info("client %s sent its request body too slowly; refused", request.remote)
+        raise RequestTimeout(
+            f"The request body did not arrive within {server.body_timeout_seconds:g} seconds"
+        ) from None
     except web.HTTPRequestEntityTooLarge:
-        limit = request.app[EDGE].config.server.max_body_bytes
-        raise PayloadTooLarge(f"Request body larger than {limit} bytes") from None
+        raise PayloadTooLarge(f"Request body larger than {server.max_body_bytes} bytes") from None
     except ConnectionError:
         raise _ClientGone() from None
     return parse_envelope(body, request.app[METHODS])
@@ -236,5 +244,7 @@ def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
         if check != "token-missing":
             challenge += f', error="invalid_token", error_description="{check}"'
         headers["WWW-Authenticate"] = challenge
+    if isinstance(error, RequestTimeout):
+        headers["Connection"] = "close"  # the rest of the body is not worth waiting for
     document = response(request_id, error=error_object(error))
     return _json_response(document, status=spec.http_status, **headers)

@@ -28,6 +28,7 @@ __all__ = [
     "ParseError",
     "PayloadTooLarge",
     "PushNotificationNotSupported",
+    "RequestTimeout",
     "RpcError",
     "TaskNotCancelable",
     "TaskNotFound",
@@ -128,6 +129,10 @@ class PayloadTooLarge(RpcError):
     """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
 
 
+class RequestTimeout(RpcError):
+    """The body did not arrive within `[server] body_timeout_seconds` (HTTP 408)."""
+
+
 class UnsupportedMediaType(RpcError):
     """The Content-Type is not JSON (HTTP 415)."""
 
@@ -174,6 +179,13 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
         "PAYLOAD_TOO_LARGE",
         "Request body too large",
         http_status=413,
+        domain=LOOPING_DOMAIN,
+    ),
+    RequestTimeout: ErrorSpec(
+        -32600,
+        "REQUEST_TIMEOUT",
+        "Request body not received in time",
+        http_status=408,
         domain=LOOPING_DOMAIN,
     ),
     UnsupportedMediaType: ErrorSpec(

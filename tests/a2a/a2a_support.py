@@ -16,12 +16,15 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.app import create_app
 from looping_core.config import Config, parse_config
+from looping_core.serving import Listener, listen
 from looping_core.testing import ed25519_private_jwk
 
 KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
 
 
-def agent_config(port: int, gateway_origins: list[str], store_url: str, extra: str = "") -> Config:
+def agent_config(
+    port: int, gateway_origins: list[str], store_url: str, extra: str = "", server: str = ""
+) -> Config:
     origins = json.dumps(gateway_origins)
     return parse_config(
         f"""
@@ -29,6 +32,7 @@ def agent_config(port: int, gateway_origins: list[str], store_url: str, extra: s
 host = "127.0.0.1"
 port = {port}
 public_url = "http://127.0.0.1:{port}"
+{server}
 
 [security]
 signing_key = "env:{KEY_VARIABLE}"
@@ -121,18 +125,17 @@ async def start_agent(
     *,
     store_url: str | None = None,
     extra: str = "",
+    server: str = "",
     signing_jwk: dict[str, Any] | None = None,
-) -> tuple[RunningAgent, web.AppRunner]:
+) -> tuple[RunningAgent, Listener]:
     """Start the agent server; `store_url` picks the store (the same one again: a restart; by
-    default a new SQLite file), `extra` adds TOML."""
+    default a new SQLite file), `extra` adds TOML, `server` adds lines to `[server]`."""
     port = unused_port()
     if store_url is None:
         store_url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='looping-test-')) / 'looping.db'}"
-    config = agent_config(port, gateway_origins, store_url, extra)
+    config = agent_config(port, gateway_origins, store_url, extra, server)
     signing_jwk = signing_jwk or ed25519_private_jwk("agent-key-1")
     app = create_app(config, environ={KEY_VARIABLE: json.dumps(signing_jwk)})
-    runner = web.AppRunner(app, access_log=None, shutdown_timeout=5)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    listener = await listen(app, "127.0.0.1", port, shutdown_timeout=5)  # as `looping serve`
     session = aiohttp.ClientSession()
-    return RunningAgent(config, signing_jwk, session, app), runner
+    return RunningAgent(config, signing_jwk, session, app), listener

@@ -1,0 +1,170 @@
+"""Connection limits aiohttp's server lacks: a deadline for request headers and a cap on open
+connections per process, so slow or idle clients cannot hold the server's sockets forever.
+
+`ConnectionGuard.protocol_factory` wraps aiohttp's protocol factory (`web.Server`): each
+connection's protocol is proxied, counted, and timed from the moment it opens, and again from the
+first byte of each later request on it, until aiohttp hands the request to the application (the
+guard's middleware says so). A connection whose headers are not complete by then is closed. One
+past `max_connections` is answered `503` and closed before aiohttp sees it. Bodies have their own
+deadline in the edge (`[server] body_timeout_seconds`), which reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import attrs
+from aiohttp import web
+
+__all__ = ["ConnectionGuard", "ConnectionLimits"]
+
+_log = logging.getLogger("looping_core.connections")
+
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"
+    b"Retry-After: 1\r\n\r\n"
+)
+_WARN_EVERY_SECONDS = 10.0
+
+
+@attrs.frozen
+class ConnectionLimits:
+    header_timeout: float
+    max_connections: int
+
+
+class _State(enum.Enum):
+    AWAITING_HEADERS = "awaiting headers"
+    IN_APP = "in the app"
+    IDLE = "idle"
+
+
+class ConnectionGuard:
+    """Counts and times the connections of one server process."""
+
+    def __init__(self, limits: ConnectionLimits) -> None:
+        self.limits = limits
+        self._connections: dict[asyncio.BaseProtocol, _GuardedConnection] = {}
+        self._refused = 0
+        self._warned_at = -float("inf")
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    def protocol_factory(
+        self, factory: Callable[[], asyncio.BaseProtocol]
+    ) -> Callable[[], asyncio.Protocol]:
+        """What `loop.create_server` takes: `factory`'s protocols, guarded."""
+        return lambda: _GuardedConnection(self, factory)
+
+    @web.middleware
+    async def middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """Marks the request's headers as complete while the application handles it."""
+        connection = self._connections.get(request.protocol)
+        if connection is not None:
+            connection.entered_app()
+        try:
+            return await handler(request)
+        finally:
+            if connection is not None:
+                connection.left_app()
+
+    def _admit(self, connection: _GuardedConnection, inner: asyncio.BaseProtocol) -> None:
+        self._connections[inner] = connection
+
+    def _is_full(self) -> bool:
+        if len(self._connections) < self.limits.max_connections:
+            return False
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._warned_at >= _WARN_EVERY_SECONDS:
+            _log.warning(
+                "%d open connections (max_connections); refused %d new ones with 503",
+                len(self._connections), self._refused,
+            )  # fmt: skip
+            self._warned_at, self._refused = now, 0
+        return True
+
+    def _release(self, inner: asyncio.BaseProtocol) -> None:
+        self._connections.pop(inner, None)
+
+
+class _GuardedConnection(asyncio.Protocol):
+    """A proxy for one aiohttp protocol: forwards every transport event, and closes the
+    connection when request headers take longer than the header timeout."""
+
+    def __init__(self, guard: ConnectionGuard, factory: Callable[[], asyncio.BaseProtocol]):
+        self._guard = guard
+        self._factory = factory
+        self._inner: Any = None
+        self._transport: asyncio.Transport | None = None
+        self._state = _State.IDLE
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        if self._guard._is_full():
+            self._transport.write(_BUSY)
+            self._transport.close()
+            return
+        self._inner = self._factory()
+        self._guard._admit(self, self._inner)
+        self._inner.connection_made(transport)
+        self._await_headers()
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is None:
+            return
+        if self._state is _State.IDLE:
+            self._await_headers()  # the first byte of the next request
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_deadline()
+        if self._inner is not None:
+            self._guard._release(self._inner)
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def entered_app(self) -> None:
+        self._state = _State.IN_APP
+        self._cancel_deadline()
+
+    def left_app(self) -> None:
+        self._state = _State.IDLE  # idle connections are aiohttp's keep-alive timeout's
+
+    def _await_headers(self) -> None:
+        self._state = _State.AWAITING_HEADERS
+        self._cancel_deadline()
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.call_later(self._guard.limits.header_timeout, self._expire)
+
+    def _cancel_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self._state is _State.AWAITING_HEADERS and self._transport is not None:
+            peer = self._transport.get_extra_info("peername")
+            _log.info("closing connection from %s: no complete request headers in time", peer)
+            self._transport.close()
