@@ -11,6 +11,7 @@ duplicates). `verify_push` is the receiver's side.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import json
@@ -18,7 +19,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import attrs
@@ -41,9 +42,12 @@ from looping_core.store.tasks import OutboxItem, TaskStore, now_us
 __all__ = [
     "SIGNATURE_HEADER",
     "TOKEN_HEADER",
+    "MemorySeenPushes",
     "PushDeliverer",
+    "PushReplayed",
     "PushSignatureError",
     "PushSigner",
+    "SeenPushes",
     "verify_push",
 ]
 
@@ -61,6 +65,64 @@ class PushSignatureError(LoopingError):
     def __init__(self, check: str, reason: str) -> None:
         self.check = check
         super().__init__(f"push signature rejected ({check}): {reason}")
+
+
+class PushReplayed(LoopingError):
+    """A verified push whose `jti` was seen before: a retry of a notification already received
+    (delivery is at least once). Answer it 2xx, so the agent stops retrying, and drop it."""
+
+    def __init__(self, claims: Mapping[str, Any]) -> None:
+        self.claims = dict(claims)
+        super().__init__(f"push {claims.get('jti')} was already received")
+
+
+class SeenPushes(Protocol):
+    """Where a receiver remembers the `jti`s of pushes it received (see `verify_push`).
+
+    A receiver with several processes, or that must drop repeats across its own restarts, backs
+    this with its database (an insert into a table with a unique `jti`, say).
+    """
+
+    def add(self, jti: str) -> bool:
+        """Remember `jti`; `True` if it is new, `False` if it was seen before."""
+
+    def discard(self, jti: str) -> None:
+        """Forget `jti` (its processing failed, so its retry must be processed)."""
+
+
+class MemorySeenPushes:
+    """`SeenPushes` in this process's memory: at most `max_entries` jtis, each kept for
+    `retain_seconds` (at least the sender's `[push] max_age_seconds`, a day by default, over
+    which it retries one notification)."""
+
+    def __init__(
+        self,
+        *,
+        retain_seconds: float = 86_400 + 3_600,
+        max_entries: int = 100_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._retain = retain_seconds
+        self._max = max_entries
+        self._clock = clock
+        self._seen: collections.OrderedDict[str, float] = collections.OrderedDict()
+
+    def add(self, jti: str) -> bool:
+        now = self._clock()
+        while self._seen and next(iter(self._seen.values())) <= now:
+            self._seen.popitem(last=False)  # expired (oldest first: one retention for all)
+        if jti in self._seen:
+            return False
+        while len(self._seen) >= self._max:
+            self._seen.popitem(last=False)
+        self._seen[jti] = now + self._retain
+        return True
+
+    def discard(self, jti: str) -> None:
+        self._seen.pop(jti, None)
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 def body_digest(body: bytes) -> str:
@@ -102,12 +164,17 @@ def verify_push(
     audience: str | None = None,
     leeway: int = 30,
     now: float | None = None,
+    seen: SeenPushes | None = None,
 ) -> dict[str, Any]:
     """Verify a received push against the agent's JWKS; return its claims.
 
     Checks: EdDSA only; a `kid` in `jwks`; the signature; `body_sha256` equals the body's hash;
     `exp`/`iat`; `aud` equals `audience` when given (the URL the receiver is reachable at).
-    Receivers should also drop `jti`s they have already processed.
+
+    Delivery is at least once: a push re-sent after a crash or a lost answer carries the same
+    `jti`. With `seen`, a verified push whose `jti` was seen raises `PushReplayed` (answer it 2xx
+    and drop it); a new one is remembered. If processing it then fails, `seen.discard(jti)`
+    before answering an error, so that the retry is processed.
     """
     token = next((v for k, v in headers.items() if k.lower() == SIGNATURE_HEADER.lower()), None)
     if not token:
@@ -138,6 +205,8 @@ def verify_push(
     for name in ("jti", "taskId", "iss"):
         if not isinstance(claims.get(name), str) or not claims[name]:
             raise PushSignatureError("claims-invalid", f"the {name} claim is missing")
+    if seen is not None and not seen.add(claims["jti"]):
+        raise PushReplayed(claims)
     result: dict[str, Any] = claims
     return result
 

@@ -7,7 +7,14 @@ import time
 import pytest
 
 from looping_core.a2a.keys import SigningKey
-from looping_core.a2a.push import SIGNATURE_HEADER, PushSignatureError, PushSigner, verify_push
+from looping_core.a2a.push import (
+    SIGNATURE_HEADER,
+    MemorySeenPushes,
+    PushReplayed,
+    PushSignatureError,
+    PushSigner,
+    verify_push,
+)
 from looping_core.testing import ed25519_private_jwk
 
 URL = "https://gateway.example/push/inbox"
@@ -93,3 +100,45 @@ def test_forged_or_stale_pushes_are_refused(signer: PushSigner, case: str, check
     with pytest.raises(PushSignatureError) as caught:
         verify_push(sent, body, jwks, audience=audience)
     assert caught.value.check == check
+
+
+def test_a_retried_push_is_told_apart_by_its_jti(signer: PushSigner) -> None:
+    """A retry is signed anew (new iat/exp) with the same jti: `seen` recognizes it."""
+    seen = MemorySeenPushes()
+    verify_push(headers(signer), BODY, jwks_of(signer), audience=URL, seen=seen)
+    with pytest.raises(PushReplayed) as replayed:
+        verify_push(headers(signer), BODY, jwks_of(signer), audience=URL, seen=seen)
+    assert replayed.value.claims["jti"] == "n-1"
+    other = verify_push(headers(signer, jti="n-2"), BODY, jwks_of(signer), seen=seen)
+    assert other["jti"] == "n-2"
+
+
+def test_a_forged_push_is_not_remembered(signer: PushSigner) -> None:
+    """Only verified pushes enter the store: a forgery cannot block the genuine one."""
+    seen = MemorySeenPushes()
+    forged = SigningKey.from_jwk(ed25519_private_jwk("agent-1"))
+    forger = PushSigner(key=forged, jwks_url=signer.jwks_url, issuer=signer.issuer)
+    with pytest.raises(PushSignatureError):
+        verify_push(headers(forger), BODY, jwks_of(signer), seen=seen)
+    assert len(seen) == 0
+    verify_push(headers(signer), BODY, jwks_of(signer), seen=seen)
+
+
+def test_a_discarded_jti_is_processed_again(signer: PushSigner) -> None:
+    seen = MemorySeenPushes()
+    verify_push(headers(signer), BODY, jwks_of(signer), seen=seen)
+    seen.discard("n-1")  # processing failed; the retry must be processed
+    verify_push(headers(signer), BODY, jwks_of(signer), seen=seen)
+
+
+def test_seen_jtis_expire_and_are_capped() -> None:
+    now = [0.0]
+    seen = MemorySeenPushes(retain_seconds=10, max_entries=3, clock=lambda: now[0])
+    assert [seen.add(jti) for jti in ("a", "b", "a")] == [True, True, False]
+    now[0] = 11
+    assert seen.add("a") is True  # forgotten after its retention
+    for jti in ("c", "d", "e"):
+        seen.add(jti)
+    assert len(seen) == 3
+    assert seen.add("e") is False
+    assert seen.add("a") is True  # pushed out by the cap
