@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,6 +18,8 @@ from typing import Any
 import a2a_agents
 import pytest
 
+from looping_core.app import node_of
+from looping_core.store.db import Database
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent
@@ -171,12 +172,29 @@ def _bad_config(task_id: str, config_id: str, **fields: str) -> str:
     return json.dumps({"url": "", "taskId": task_id, "id": config_id, **fields})
 
 
+def on_store(store_url: str, *statements: tuple[str, tuple[Any, ...]]) -> list[Any]:
+    """Run SQL on the store directly, as an earlier release would have; the last one's rows."""
+    database = Database.from_url(store_url)
+
+    def run() -> list[Any]:
+        rows: list[Any] = []
+        with database.write():
+            for statement, params in statements:
+                cursor = database.execute(statement, params)
+                rows = list(cursor.fetchall()) if cursor.description else []
+        return rows
+
+    try:
+        return database.run_sync(run)
+    finally:
+        database.close()
+
+
 async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_and_delivers(
-    gateway: FakeGateway, store_file: Path, errors: list[logging.LogRecord]
+    gateway: FakeGateway, store_url: str, errors: list[logging.LogRecord]
 ) -> None:
-    store_url = f"sqlite:///{store_file}"
     first, runner = await start_agent([gateway.origin], store_url=store_url, extra=FAST_PUSH)
-    _, body = await gateway.send_turn(first.endpoint, tenant="bob", text="held-forever")
+    _, body = await gateway.send_turn(first.endpoint, tenant="bob", text=f"held-{uuid.uuid4()}")
     task_id = body["result"]["task"]["id"]
     for _ in range(200):
         if a2a_agents.RUNS[task_id]:
@@ -185,24 +203,29 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
     # What an earlier release accepted: a push URL with a lone surrogate for this task, and 33
     # configs whose token holds a line break, each with a pending push (more than one batch).
     surrogate_url = gateway.push_url("\ud800")
-    with sqlite3.connect(store_file) as db:
-        db.execute(
+    node = node_of(first.config)
+    statements: list[tuple[str, tuple[Any, ...]]] = [
+        (
             "UPDATE push_configs SET body = ? WHERE task_id = ?",
             (_bad_config(task_id, task_id, url=surrogate_url), task_id),
         )
-        for index in range(33):
-            config_id = f"bad-{index}"
-            db.execute(
+    ]
+    for index in range(33):
+        config_id = f"bad-{index}"
+        statements += [
+            (
                 "INSERT INTO push_configs (task_id, config_id, body) VALUES (?, ?, ?)",
                 (task_id, config_id,
                  _bad_config(task_id, config_id, url=gateway.push_url(), token="a\nb")),
-            )  # fmt: skip
-            db.execute(
+            ),
+            (
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
                 " next_attempt_ts, created_ts, node, worker)"
-                " VALUES (?, ?, ?, ?, '{}', 'pending', 0, 0, 0, 'local', 0)",
-                (task_id, config_id, str(uuid.uuid4()), gateway.push_url()),
-            )
+                " VALUES (?, ?, ?, ?, '{}', 'pending', 0, 0, 0, ?, 0)",
+                (task_id, config_id, str(uuid.uuid4()), gateway.push_url(), node),
+            ),
+        ]  # fmt: skip
+    on_store(store_url, *statements)
     await first.session.close()
     await runner.cleanup()  # the turn is stopped; its task stays WORKING, as after a crash
 
@@ -220,12 +243,14 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
         assert push.error is None, push.error
         assert push.json["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         for _ in range(200):
-            with sqlite3.connect(store_file) as db:
-                rows = db.execute(
+            rows = on_store(
+                store_url,
+                (
                     "SELECT o.state, a.error FROM push_outbox o"
                     " LEFT JOIN push_attempts a ON a.outbox_id = o.id WHERE o.task_id = ?",
                     (task_id,),
-                ).fetchall()
+                ),
+            )
             if all(state == "failed" for state, _ in rows):
                 break
             await asyncio.sleep(0.02)
