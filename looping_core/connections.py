@@ -4,15 +4,15 @@ connections per process, so slow or idle clients cannot hold the server's socket
 `ConnectionGuard.protocol_factory` wraps aiohttp's protocol factory (`web.Server`): each
 connection's protocol is proxied, counted, and timed from the moment it opens, and again from the
 first byte of each later request on it, until aiohttp hands the request to the application (the
-guard's middleware says so). A connection whose headers are not complete by then is closed. One
-past `max_connections` is answered `503` and closed before aiohttp sees it. Bodies have their own
+guard's middleware says so). A connection whose headers are not complete by then is closed; one
+sweep, scheduled for the earliest deadline, finds them (no timer per request). One past
+`max_connections` is answered `503` and closed before aiohttp sees it. Bodies have their own
 deadline in the edge (`[server] body_timeout_seconds`), which reads them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -38,18 +38,15 @@ class ConnectionLimits:
     max_connections: int
 
 
-class _State(enum.Enum):
-    AWAITING_HEADERS = "awaiting headers"
-    IN_APP = "in the app"
-    IDLE = "idle"
-
-
 class ConnectionGuard:
     """Counts and times the connections of one server process."""
 
     def __init__(self, limits: ConnectionLimits) -> None:
         self.limits = limits
         self._connections: dict[asyncio.BaseProtocol, _GuardedConnection] = {}
+        self._awaiting_headers: dict[_GuardedConnection, float] = {}
+        """Connections whose request headers are incomplete, and their deadlines."""
+        self._sweep: asyncio.TimerHandle | None = None
         self._refused = 0
         self._warned_at = -float("inf")
 
@@ -94,20 +91,43 @@ class ConnectionGuard:
         return True
 
     def _release(self, inner: asyncio.BaseProtocol) -> None:
-        self._connections.pop(inner, None)
+        connection = self._connections.pop(inner, None)
+        if connection is not None:
+            self._awaiting_headers.pop(connection, None)
+
+    def _await_headers(self, connection: _GuardedConnection) -> None:
+        loop = asyncio.get_running_loop()
+        self._awaiting_headers[connection] = loop.time() + self.limits.header_timeout
+        if self._sweep is None:
+            self._sweep = loop.call_later(self.limits.header_timeout, self._close_late)
+
+    def _headers_arrived(self, connection: _GuardedConnection) -> None:
+        self._awaiting_headers.pop(connection, None)
+
+    def _close_late(self) -> None:
+        """Close the connections past their header deadline; come back at the next one."""
+        self._sweep = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        late = [c for c, deadline in self._awaiting_headers.items() if deadline <= now]
+        for connection in late:
+            del self._awaiting_headers[connection]
+            connection.close_for_slowness()
+        if self._awaiting_headers:
+            earliest = min(self._awaiting_headers.values())
+            self._sweep = loop.call_at(max(earliest, now + 0.01), self._close_late)
 
 
 class _GuardedConnection(asyncio.Protocol):
-    """A proxy for one aiohttp protocol: forwards every transport event, and closes the
-    connection when request headers take longer than the header timeout."""
+    """A proxy for one aiohttp protocol: forwards every transport event, and tells the guard
+    when it waits for request headers (from its first byte) and when they have arrived."""
 
     def __init__(self, guard: ConnectionGuard, factory: Callable[[], asyncio.BaseProtocol]):
         self._guard = guard
         self._factory = factory
         self._inner: Any = None
         self._transport: asyncio.Transport | None = None
-        self._state = _State.IDLE
-        self._deadline: asyncio.TimerHandle | None = None
+        self._idle = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
@@ -118,20 +138,20 @@ class _GuardedConnection(asyncio.Protocol):
         self._inner = self._factory()
         self._guard._admit(self, self._inner)
         self._inner.connection_made(transport)
-        self._await_headers()
+        self._guard._await_headers(self)
 
     def data_received(self, data: bytes) -> None:
         if self._inner is None:
             return
-        if self._state is _State.IDLE:
-            self._await_headers()  # the first byte of the next request
+        if self._idle:  # the first byte of the next request
+            self._idle = False
+            self._guard._await_headers(self)
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_deadline()
         if self._inner is not None:
             self._guard._release(self._inner)
             self._inner.connection_lost(exc)
@@ -145,26 +165,13 @@ class _GuardedConnection(asyncio.Protocol):
             self._inner.resume_writing()
 
     def entered_app(self) -> None:
-        self._state = _State.IN_APP
-        self._cancel_deadline()
+        self._guard._headers_arrived(self)
 
     def left_app(self) -> None:
-        self._state = _State.IDLE  # idle connections are aiohttp's keep-alive timeout's
+        self._idle = True  # idle connections are aiohttp's keep-alive timeout's
 
-    def _await_headers(self) -> None:
-        self._state = _State.AWAITING_HEADERS
-        self._cancel_deadline()
-        loop = asyncio.get_running_loop()
-        self._deadline = loop.call_later(self._guard.limits.header_timeout, self._expire)
-
-    def _cancel_deadline(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expire(self) -> None:
-        self._deadline = None
-        if self._state is _State.AWAITING_HEADERS and self._transport is not None:
+    def close_for_slowness(self) -> None:
+        if self._transport is not None:
             peer = self._transport.get_extra_info("peername")
             _log.info("closing connection from %s: no complete request headers in time", peer)
             self._transport.close()

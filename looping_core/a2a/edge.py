@@ -157,8 +157,11 @@ async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
         raise UnsupportedMediaType()
     server = request.app[EDGE].config.server
     try:
-        async with asyncio.timeout(server.body_timeout_seconds):
+        if request.content.is_eof():  # the usual case: the whole body came with the headers
             body = await request.read()
+        else:
+            async with asyncio.timeout(server.body_timeout_seconds):
+                body = await request.read()
     except TimeoutError:
         _log.info("client %s sent its request body too slowly; refused", request.remote)
         raise RequestTimeout(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Mapping
@@ -62,7 +63,7 @@ class EmbeddedRunner:
             return
         job = asyncio.create_task(self._run(task_id), name=f"looping-turn-{task_id}")
         self._running[task_id] = job
-        job.add_done_callback(lambda _: self._running.pop(task_id, None))
+        job.add_done_callback(functools.partial(self._forget, task_id))  # canceled before it ran
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until the task's turn ends or asks for input.
@@ -163,7 +164,15 @@ class EmbeddedRunner:
             except Exception:
                 _log.exception("task %s could not be failed either; it stays WORKING", task_id)
         finally:
+            # Forgotten in the same step as its waiters are woken: a duplicate arriving one step
+            # later must find no running turn (and answer at once), not wait on a fresh event.
+            self._forget(task_id, asyncio.current_task())
             self._settle(task_id)
+
+    def _forget(self, task_id: str, job: asyncio.Future[None] | None) -> None:
+        """Drop `job` from the running turns, unless a newer turn of its task took its place."""
+        if self._running.get(task_id) is job:
+            del self._running[task_id]
 
     async def _run_turn(self, task_id: str) -> None:
         begun = await self._store.begin_turn(task_id)

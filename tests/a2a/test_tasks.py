@@ -30,6 +30,16 @@ from a2a_support import RunningAgent, start_agent
 from served import wait_for
 
 FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
+PATIENT = """
+[tenants.patient]
+agent = "a2a_agents:EchoAgent"
+allow_configless = true
+max_wait_seconds = 600
+[tenants.patient.card]
+name = "Patient"
+description = "Waits long."
+skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }]
+"""
 
 
 def strict(document: Any, proto: type) -> Any:
@@ -354,17 +364,7 @@ async def test_a_blocking_duplicate_of_a_finished_turn_answers_without_waiting(
 ) -> None:
     """Nothing runs the duplicate's task any more, so nothing would end the wait: it must not
     start (the tenant would wait its whole 600 s)."""
-    patient = """
-[tenants.patient]
-agent = "a2a_agents:EchoAgent"
-allow_configless = true
-max_wait_seconds = 600
-[tenants.patient.card]
-name = "Patient"
-description = "Waits long."
-skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }]
-"""
-    agent, runner = await start_agent([gateway.origin], extra=patient)
+    agent, runner = await start_agent([gateway.origin], extra=PATIENT)
     try:
         message_id = str(uuid.uuid4())
         turns = [
@@ -385,6 +385,40 @@ skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"]
         await runner.cleanup()
     assert first["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert again["result"]["task"] == first["result"]["task"]
+
+
+async def test_concurrent_blocking_duplicates_all_answer_when_the_turn_ends(
+    gateway: FakeGateway,
+) -> None:
+    """Regression: the runner forgot a finished turn one loop step after waking its waiters; a
+    duplicate arriving in that step waited on a fresh event nobody set (the tenant's whole
+    `max_wait_seconds`, here 600 s). Duplicates spread over the turn's life hit that step: the
+    old runner fails this within a few of the five rounds."""
+    agent, runner = await start_agent([gateway.origin], extra=PATIENT)
+
+    async def duplicate(message_id: str, delay: float) -> dict[str, Any]:
+        await asyncio.sleep(delay)
+        _, body = await gateway.send_turn(
+            agent.endpoint,
+            tenant="patient",
+            text="once",
+            message_id=message_id,
+            inbox=None,
+            return_immediately=False,
+        )
+        task: dict[str, Any] = body["result"]["task"]
+        return task
+
+    try:
+        for _ in range(5):  # duplicates spread over the turn's whole short life, and after it
+            message_id = str(uuid.uuid4())
+            sends = [duplicate(message_id, index * 0.002) for index in range(20)]
+            tasks = await asyncio.wait_for(asyncio.gather(*sends), 60)  # a hang guard
+            assert {task["id"] for task in tasks} == {tasks[0]["id"]}
+            assert {task["status"]["state"] for task in tasks} == {"TASK_STATE_COMPLETED"}
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
 
 
 async def test_push_urls_must_be_on_an_allowlisted_gateway_origin(
