@@ -38,6 +38,7 @@ __all__ = [
     "json_problem",
     "printable",
     "push_target_problems",
+    "undeliverable_reason",
     "url_problem",
 ]
 
@@ -194,3 +195,9 @@ def push_target_problems(
     if scheme is not None:
         checks.append(("authentication.scheme", auth_scheme_problem(scheme)))
     return [(field, problem) for field, problem in checks if problem is not None]
+
+
+def undeliverable_reason(url: str, token: str, scheme: str | None, credentials: str) -> str:
+    """`push_target_problems` as one line for a log or an attempt record ("" if deliverable)."""
+    problems = push_target_problems(url, token, scheme, credentials)
+    return "; ".join(f"{field} {problem}" for field, problem in problems)

@@ -33,7 +33,7 @@ from looping_core.a2a._jose import (
     sign_compact,
     verify_compact,
 )
-from looping_core.a2a.grammar import push_target_problems
+from looping_core.a2a.grammar import undeliverable_reason
 from looping_core.a2a.keys import SigningKey
 from looping_core.config import PushConfig
 from looping_core.errors import LoopingError
@@ -287,11 +287,10 @@ class PushDeliverer:
 
     async def _deliver(self, item: OutboxItem) -> None:
         scheme, credentials = item.authentication or (None, "")
-        problems = push_target_problems(item.url, item.token, scheme, credentials)
-        if problems:
+        reason = undeliverable_reason(item.url, item.token, scheme, credentials)
+        if reason:
             # Stored by an earlier release that accepted it; it can never be sent, so it is
             # failed now instead of being retried (or blocking the queue) forever.
-            reason = "; ".join(f"{field} {problem}" for field, problem in problems)
             _log.warning("push %s for task %s: undeliverable config (%s); failed",
                          item.jti, item.task_id, reason)  # fmt: skip
             await self._store.record_attempt(

@@ -29,7 +29,7 @@ from looping_core.a2a.errors import (
     UnsupportedOperation,
 )
 from looping_core.a2a.gateway_token import Identity
-from looping_core.a2a.grammar import id_problem, printable, push_target_problems
+from looping_core.a2a.grammar import id_problem, printable, undeliverable_reason
 from looping_core.a2a.models import (
     TERMINAL_STATES,
     Artifact,
@@ -711,13 +711,12 @@ def _cursor(ts: int, task_id: str) -> str:
 def _undeliverable(settings: dict[str, Any]) -> str:
     """Why a stored push config cannot be delivered ("" if it can), without its values."""
     auth = settings.get("authentication")
-    problems = push_target_problems(
+    return undeliverable_reason(
         settings.get("url", ""),
         settings.get("token", ""),
         auth.get("scheme", "") if auth else None,
         auth.get("credentials", "") if auth else "",
     )
-    return "; ".join(f"{field} {problem}" for field, problem in problems)
 
 
 def _read_cursor(token: str) -> tuple[int, str]:
