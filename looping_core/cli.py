@@ -17,16 +17,13 @@ from typing import Any, ParamSpec, TypeVar
 import click
 import peewee
 
-from looping_core import serving
+from looping_core import server
 from looping_core.a2a.keys import generate_signing_key
 from looping_core.agent import load_agent_class
-from looping_core.app import node_of
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
-from looping_core.store.db import Database
-from looping_core.store.migrations import migration_status, plugin_versions, upgrade
-from looping_core.store.tasks import adopt_node
+from looping_core.store import Database, adopt_node, migration_status, plugin_versions, upgrade
 
 __all__ = ["main"]
 
@@ -112,7 +109,7 @@ def serve(config_path: Path | None, workers: int | None) -> None:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"
     )
-    serving.serve(config, plugins, workers=workers)
+    server.serve(config, plugins, workers=workers)
 
 
 @main.group()
@@ -157,7 +154,7 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
     """Take over the unfinished turns and pending pushes of node GONE, a machine that will not
     come back, for this config's node."""
     config = load_config(resolve_config_path(config_path))
-    node = node_of(config)
+    node = server.node_of(config)
     if gone == node:
         raise LoopingError(
             f"node {gone!r} is this server's own node; its turns are recovered when it starts"

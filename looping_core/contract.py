@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import peewee
 
 __all__ = [
+    "Identity",
     "ModelProvider",
     "PluginInfo",
     "PluginStore",
@@ -218,13 +219,33 @@ class ModelProvider:
 
 
 @attrs.frozen
-class SessionRef:
-    """Which conversation a session hook is about: the caller's identity and context."""
+class Identity:
+    """Who is calling, as the verified gateway token says: the tenant (which agent), the issuer
+    (which gateway) and the subject (which caller). Everything a caller owns is scoped to it."""
 
     tenant: str
     issuer: str
     subject: str
+
+
+@attrs.frozen
+class SessionRef:
+    """Which conversation a session hook is about: the caller and the context."""
+
+    caller: Identity
     context_id: str
+
+    @property
+    def tenant(self) -> str:
+        return self.caller.tenant
+
+    @property
+    def issuer(self) -> str:
+        return self.caller.issuer
+
+    @property
+    def subject(self) -> str:
+        return self.caller.subject
 
 
 @attrs.frozen

@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from looping_core.app import LOCAL_NODE, _host_node, node_of
 from looping_core.config import parse_config
+from looping_core.server import LOCAL_NODE, node_of
+from looping_core.server._app import _host_node
 
 
 def config(store: str, node: str | None = None) -> str:
@@ -29,7 +30,7 @@ def test_postgresql_without_a_node_takes_the_host_name_and_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     _host_node.cache_clear()
-    with caplog.at_level(logging.WARNING, logger="looping_core.app"):
+    with caplog.at_level(logging.WARNING, logger="looping_core.server"):
         first = node_of(parse_config(config("postgresql://db/looping")))
         second = node_of(parse_config(config("postgres://db/looping")))
     assert first == second == socket.gethostname()

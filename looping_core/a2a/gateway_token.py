@@ -25,25 +25,16 @@ from joserfc.errors import JoseError
 from looping_core._origins import origin_of
 from looping_core.a2a._jose import ALGORITHMS, read_unverified, verify_compact
 from looping_core.a2a.jwks import JwksCache, JwksError
+from looping_core.contract import Identity
 from looping_core.errors import LoopingError
 
 __all__ = [
-    "Identity",
     "TokenPolicy",
     "TokenRejected",
     "normalize_origins",
     "origin_of",
     "verify_gateway_token",
 ]
-
-
-@attrs.frozen
-class Identity:
-    """Who is calling, as the verified token says: tenant, gateway (issuer) and caller (subject)."""
-
-    tenant: str
-    issuer: str
-    subject: str
 
 
 class TokenRejected(LoopingError):

@@ -11,14 +11,17 @@ import abc
 import enum
 import importlib
 import uuid
+from typing import TYPE_CHECKING
 
 import attrs
 
-from looping_core.a2a.gateway_token import Identity
-from looping_core.a2a.models import Message as A2AMessage
 from looping_core.content import Block, Message, UserMessage
+from looping_core.contract import Identity
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
+
+if TYPE_CHECKING:  # the A2A wire types are the edge's; an agent only reads this one
+    from looping_core.a2a.models import Message as A2AMessage
 
 __all__ = [
     "Agent",

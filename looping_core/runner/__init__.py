@@ -1,5 +1,7 @@
-"""Turn execution. The embedded runner (in-process, bounded concurrency) is the default."""
+"""Turn execution and push delivery. The embedded runner (in-process, bounded concurrency) is the
+default; the deliverer sends the outbox's pushes."""
 
-from looping_core.runner.embedded import EmbeddedRunner
+from looping_core.runner._delivery import PushDeliverer
+from looping_core.runner._embedded import EmbeddedRunner
 
-__all__ = ["EmbeddedRunner"]
+__all__ = ["EmbeddedRunner", "PushDeliverer"]

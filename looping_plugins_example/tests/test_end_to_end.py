@@ -10,8 +10,8 @@ import peewee
 from aiohttp import web
 from aiohttp.test_utils import unused_port
 
-from looping_core.app import create_app
 from looping_core.config import load_config
+from looping_core.server import create_app
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "looping.toml"

@@ -10,12 +10,14 @@ import peewee
 import pytest
 
 from looping_core.config import Config, PluginsConfig
-from looping_core.contract import SessionRef, ToolContext, Turn
+from looping_core.contract import Identity, SessionRef, ToolContext, Turn
 from looping_core.plugins import PluginHost
 from looping_core.testing import PluginValidator, assert_plugin_valid, plugin_problems
 from looping_plugins_example import notes
 
-SESSION = SessionRef(tenant="t1", issuer="https://gw.example", subject="me", context_id="c1")
+SESSION = SessionRef(
+    Identity(tenant="t1", issuer="https://gw.example", subject="me"), context_id="c1"
+)
 
 
 def test_both_plugins_pass_the_hosts_validation(plugin_validator: PluginValidator) -> None:

@@ -14,9 +14,8 @@ import attrs
 from aiohttp import web
 from aiohttp.test_utils import unused_port
 
-from looping_core.app import create_app
 from looping_core.config import Config, parse_config
-from looping_core.serving import Listener, listen
+from looping_core.server import Listener, create_app, listen
 from looping_core.testing import ed25519_private_jwk
 
 KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"

@@ -11,7 +11,7 @@ from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
 
 from looping_core.a2a.errors import InvalidParams
 from looping_core.a2a.jsonrpc import Method
-from looping_core.appkeys import METHODS
+from looping_core.server._keys import METHODS
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent

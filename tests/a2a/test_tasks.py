@@ -21,9 +21,9 @@ from a2a.types import (
 )
 from google.protobuf.json_format import ParseDict
 
-from looping_core.a2a.gateway_token import Identity
 from looping_core.a2a.models import Message, Part, Role, TaskState
-from looping_core.appkeys import STORE
+from looping_core.contract import Identity
+from looping_core.server import STORE
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import unused_port
 
-from looping_core.serving import RESTART_LIMIT
+from looping_core.server._serving import RESTART_LIMIT
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from served import children, has_exited, log_of, serve, start, wait_for, write_config

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 
 from looping_core.config import Config, PluginsConfig
-from looping_core.contract import SessionRef, Turn
+from looping_core.contract import Identity, SessionRef, Turn
 from looping_core.plugins import PluginHost
 
 pytestmark = pytest.mark.usefixtures("installed_test_plugins")
 
-SESSION = SessionRef(tenant="t1", issuer="https://gw.example", subject="caller", context_id="c1")
+SESSION = SessionRef(
+    Identity(tenant="t1", issuer="https://gw.example", subject="caller"), context_id="c1"
+)
 
 
 def host(*keys: str, settings: dict[str, Any] | None = None) -> PluginHost:

@@ -15,7 +15,8 @@ import peewee
 import psycopg2
 import pytest
 
-from looping_core.store.db import POSTGRES_THREADS, Database, StoreError
+from looping_core.store import Database, StoreError
+from looping_core.store._db import POSTGRES_THREADS
 
 ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
 
@@ -128,7 +129,7 @@ async def test_a_write_waits_for_another_process_holding_the_writer_lock(
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from looping_core.store.db import Database
+    from looping_core.store import Database
 
     async def main(path, name):
         database = Database.from_url(f"sqlite:///{path}")

@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 import psycopg2
 import pytest
 
-from looping_core.a2a.gateway_token import Identity
 from looping_core.a2a.models import (
     Message,
     Part,
@@ -21,9 +20,16 @@ from looping_core.a2a.models import (
     TaskPushNotificationConfig,
     TaskState,
 )
-from looping_core.store.db import Database
-from looping_core.store.migrations import bind, migration_status, upgrade
-from looping_core.store.tasks import TaskStore, adopt_node, adopt_orphans
+from looping_core.contract import Identity
+from looping_core.store import (
+    Database,
+    TaskStore,
+    adopt_node,
+    adopt_orphans,
+    bind,
+    migration_status,
+    upgrade,
+)
 
 ALICE = Identity("t", "https://gateway.example", "alice")
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)

@@ -8,13 +8,12 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from looping_core.a2a.edge import Edge
     from looping_core.a2a.jsonrpc import Method
     from looping_core.a2a.jwks import JwksCache
-    from looping_core.a2a.push import PushDeliverer
-    from looping_core.connections import ConnectionGuard
-    from looping_core.runner import EmbeddedRunner
-    from looping_core.store.tasks import TaskStore
+    from looping_core.runner import EmbeddedRunner, PushDeliverer
+    from looping_core.server._connections import ConnectionGuard
+    from looping_core.server._edge import Edge
+    from looping_core.store import TaskStore
 
 __all__ = ["CONNECTION_GUARD", "DELIVERER", "EDGE", "JWKS_CACHE", "METHODS", "RUNNER", "STORE"]
 

@@ -13,7 +13,6 @@ from typing import Any
 import attrs
 import rfc8785
 
-from looping_core.a2a.edge import CallContext
 from looping_core.a2a.errors import ContentTypeNotSupported, InvalidParams
 from looping_core.a2a.gateway_token import origin_of
 from looping_core.a2a.grammar import id_problem, push_target_problems
@@ -35,10 +34,11 @@ from looping_core.a2a.models import (
     Task,
     TaskPushNotificationConfig,
 )
+from looping_core.a2a.parts import part_to_block
 from looping_core.a2a.protojson import to_wire
-from looping_core.appkeys import DELIVERER, RUNNER, STORE
-from looping_core.content.a2a import part_to_block
 from looping_core.content.errors import ContentError
+from looping_core.server._edge import CallContext
+from looping_core.server._keys import DELIVERER, RUNNER, STORE
 
 __all__ = ["METHODS"]
 

@@ -7,6 +7,7 @@ from a2a.types import Part as ProtoPart
 from google.protobuf.json_format import ParseDict
 
 from looping_core.a2a.models import Part
+from looping_core.a2a.parts import UnsupportedPart, block_to_part, part_to_block
 from looping_core.a2a.protojson import from_wire, to_wire
 from looping_core.content import (
     AudioBlock,
@@ -19,7 +20,6 @@ from looping_core.content import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from looping_core.content.a2a import UnsupportedPart, block_to_part, part_to_block
 from looping_core.content.errors import NoA2AForm
 
 ROUND_TRIPS = [

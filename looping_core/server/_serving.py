@@ -26,15 +26,15 @@ from typing import NoReturn
 import attrs
 from aiohttp import web
 
-from looping_core.app import create_app, prepare_store
-from looping_core.appkeys import CONNECTION_GUARD
 from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
+from looping_core.server._app import create_app, prepare_store
+from looping_core.server._keys import CONNECTION_GUARD
 
 __all__ = ["Listener", "ServeError", "event_loop_factory", "listen", "serve"]
 
-_log = logging.getLogger("looping_core.serving")
+_log = logging.getLogger("looping_core.server")
 
 RESTART_LIMIT = 5
 """A slot whose worker dies this often within `RESTART_WINDOW_SECONDS` stops the server."""

@@ -17,7 +17,15 @@ from collections.abc import AsyncIterator, Callable, Mapping
 import aiohttp
 from aiohttp import web
 
-from looping_core.a2a.edge import (
+from looping_core.a2a.jwks import JwksCache
+from looping_core.a2a.push import PushSigner
+from looping_core.agent import Agent, AgentContext, load_agent_class
+from looping_core.config import Config
+from looping_core.contract import PluginStore
+from looping_core.plugins import PluginHost
+from looping_core.runner import EmbeddedRunner, PushDeliverer
+from looping_core.server._connections import ConnectionGuard, ConnectionLimits
+from looping_core.server._edge import (
     CARD_PATH,
     JWKS_PATH,
     Edge,
@@ -26,11 +34,7 @@ from looping_core.a2a.edge import (
     handle_jwks,
     handle_rpc,
 )
-from looping_core.a2a.jwks import JwksCache
-from looping_core.a2a.methods import METHODS as DEFAULT_METHODS
-from looping_core.a2a.push import PushDeliverer, PushSigner
-from looping_core.agent import Agent, AgentContext, load_agent_class
-from looping_core.appkeys import (
+from looping_core.server._keys import (
     CONNECTION_GUARD,
     DELIVERER,
     EDGE,
@@ -39,18 +43,19 @@ from looping_core.appkeys import (
     RUNNER,
     STORE,
 )
-from looping_core.config import Config
-from looping_core.connections import ConnectionGuard, ConnectionLimits
-from looping_core.contract import PluginStore
-from looping_core.plugins import PluginHost
-from looping_core.runner import EmbeddedRunner
-from looping_core.store.db import Database
-from looping_core.store.migrations import bind, ensure_plugin_stores, upgrade
-from looping_core.store.tasks import TaskStore, adopt_orphans
+from looping_core.server._methods import METHODS as DEFAULT_METHODS
+from looping_core.store import (
+    Database,
+    TaskStore,
+    adopt_orphans,
+    bind,
+    ensure_plugin_stores,
+    upgrade,
+)
 
 __all__ = ["LOCAL_NODE", "create_app", "node_of", "prepare_store"]
 
-_log = logging.getLogger("looping_core.app")
+_log = logging.getLogger("looping_core.server")
 
 LOCAL_NODE = "local"
 """The node of every server on an SQLite store (one machine)."""

@@ -16,16 +16,16 @@ import uuid
 from collections.abc import Callable, Mapping
 
 from looping_core.a2a.models import Artifact, Message, Part, Role, TaskState
+from looping_core.a2a.parts import block_to_part, parts_to_blocks
 from looping_core.agent import Agent, TurnInput, TurnOutcome, TurnResult
 from looping_core.config import RunnerConfig
 from looping_core.content import AssistantMessage, Block, RefusalBlock, TextBlock, UserMessage
 from looping_core.content import Message as ContentMessage
-from looping_core.content.a2a import block_to_part, parts_to_blocks
 from looping_core.content.blocks import AudioBlock, ImageBlock
 from looping_core.content.errors import ContentError
 from looping_core.contract import SessionRef, Turn
 from looping_core.plugins import PluginHost
-from looping_core.store.tasks import TaskStore
+from looping_core.store import TaskStore
 
 __all__ = ["EmbeddedRunner"]
 
@@ -199,7 +199,7 @@ class EmbeddedRunner:
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
         )
-        session = SessionRef(caller.tenant, caller.issuer, caller.subject, task.context_id)
+        session = SessionRef(caller, task.context_id)
         gate = self._plugins[caller.tenant]
         if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
             await self._finish(

@@ -15,7 +15,7 @@ import attrs
 import peewee
 
 from looping_core.contract import PluginStore
-from looping_core.store.models import CORE_MODELS, CoreMigration, PluginMigration, _Base
+from looping_core.store._models import CORE_MODELS, CoreMigration, PluginMigration, _Base
 
 __all__ = [
     "MIGRATIONS",

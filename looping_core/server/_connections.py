@@ -23,7 +23,7 @@ from aiohttp import web
 
 __all__ = ["ConnectionGuard", "ConnectionLimits"]
 
-_log = logging.getLogger("looping_core.connections")
+_log = logging.getLogger("looping_core.server._connections")
 
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n"

@@ -13,12 +13,13 @@ import asyncio
 import datetime
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 from aiohttp import web
 
+from looping_core import store
 from looping_core.a2a.card import SignedCard, build_stub_card, build_tenant_card, sign_card
 from looping_core.a2a.errors import (
     InternalError,
@@ -26,14 +27,16 @@ from looping_core.a2a.errors import (
     PayloadTooLarge,
     RequestTimeout,
     RpcError,
+    TaskNotCancelable,
+    TaskNotFound,
     Unauthenticated,
     UnsupportedMediaType,
+    UnsupportedOperation,
     VersionNotSupported,
     error_object,
     spec_of,
 )
 from looping_core.a2a.gateway_token import (
-    Identity,
     TokenPolicy,
     TokenRejected,
     verify_gateway_token,
@@ -48,8 +51,9 @@ from looping_core.a2a.jsonrpc import (
     response,
 )
 from looping_core.a2a.keys import SigningKey, jwks_document, load_signing_key
-from looping_core.appkeys import EDGE, JWKS_CACHE, METHODS
 from looping_core.config import Config
+from looping_core.contract import Identity
+from looping_core.server._keys import EDGE, JWKS_CACHE, METHODS
 
 __all__ = ["CallContext", "Edge", "build_edge", "handle_agent_card", "handle_jwks", "handle_rpc"]
 
@@ -140,6 +144,8 @@ async def handle_rpc(request: web.Request) -> web.Response:
         return _error_response(exc.error, exc.request_id)
     except RpcError as exc:
         return _error_response(exc, request_id)
+    except store.StoreRefusal as exc:
+        return _error_response(rpc_error_of(exc), request_id)
     except _ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         return web.Response(status=400)  # nobody reads it
@@ -227,6 +233,33 @@ async def _authenticate(request: web.Request, edge: Edge, tenant: str) -> Identi
         raise Unauthenticated(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None
+
+
+_STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = {
+    store.PushConfigNotFound: lambda e: TaskNotFound(
+        "Push notification config not found", metadata={"taskId": e.task_id}
+    ),
+    store.TaskNotFound: lambda e: TaskNotFound(metadata={"taskId": e.task_id}),
+    store.TaskNotCancelable: lambda e: TaskNotCancelable(metadata={"taskId": e.task_id}),
+    store.TurnRefused: lambda e: UnsupportedOperation(str(e)),
+    store.ContextMismatch: lambda e: InvalidParams(
+        "params.message.contextId does not match the task's context",
+        violations=[("params.message.contextId", "does not match the task's contextId")],
+    ),
+    store.InvalidPageToken: lambda e: InvalidParams(
+        "params.pageToken is not a token this server issued",
+        violations=[("params.pageToken", "not a valid page token")],
+    ),
+}
+"""What the store refuses, as the client hears it (the store knows no wire paths or codes)."""
+
+
+def rpc_error_of(refusal: store.StoreRefusal) -> RpcError:
+    """The JSON-RPC error for a store refusal: the most specific row of `_STORE_REFUSALS`."""
+    for cls in type(refusal).__mro__:
+        if cls in _STORE_REFUSALS:
+            return _STORE_REFUSALS[cls](refusal)
+    return InternalError()
 
 
 def _json_response(document: Mapping[str, Any], status: int = 200, **headers: str) -> web.Response:

@@ -1,0 +1,175 @@
+"""Delivering pending pushes from the durable outbox: each a signed `POST` (`PushSigner`), with a
+timeout, exponential backoff with jitter, bounded attempts and age, every attempt recorded.
+Pending items survive restarts (they are rows); an item that can never be delivered is failed
+and recorded, never retried forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Callable
+
+import aiohttp
+
+from looping_core.a2a.grammar import undeliverable_reason
+from looping_core.a2a.push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
+from looping_core.config import PushConfig
+from looping_core.store import OutboxItem, TaskStore, now_us
+
+__all__ = ["PushDeliverer"]
+
+_log = logging.getLogger("looping_core.push")
+
+
+class PushDeliverer:
+    """Delivers pending outbox items: timeout, exponential backoff with jitter, bounded attempts
+    and age, every attempt recorded. Pending items survive restarts (they are rows)."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        session: aiohttp.ClientSession,
+        signer: PushSigner,
+        policy: PushConfig,
+        *,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self._store = store
+        self._session = session
+        self._signer = signer
+        self._policy = policy
+        self._jitter = jitter
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
+
+    async def stop(self) -> None:
+        """Stop delivering; whatever was not delivered stays queued for the next start."""
+        if self._task is not None:
+            self._stopping = True
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def wake(self) -> None:
+        """New items were queued: look now instead of at the next due time."""
+        self._wake.set()
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                await self.deliver_due()
+                due = await self._store.next_push_due()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                _log.exception("push delivery loop failed; retrying")
+                due = now_us() + 1_000_000
+            delay = 5.0 if due is None else max(0.0, (due - now_us()) / 1_000_000)
+            if self._stopping:
+                break
+            self._wake.clear()
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # races the event being set.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(delay, 5.0)):
+                    await self._wake.wait()
+
+    async def deliver_due(self) -> int:
+        """Attempt every due item once; returns how many were attempted.
+
+        One item's failure, even an unexpected one, never keeps the others from their attempt.
+        """
+        items = await self._store.due_pushes()
+        outcomes = await asyncio.gather(
+            *(self._deliver(item) for item in items), return_exceptions=True
+        )
+        for item, outcome in zip(items, outcomes, strict=True):
+            if isinstance(outcome, Exception):
+                _log.error(
+                    "push %s for task %s: recording its attempt failed",
+                    item.jti, item.task_id, exc_info=outcome,
+                )  # fmt: skip
+        return len(items)
+
+    async def _deliver(self, item: OutboxItem) -> None:
+        scheme, credentials = item.authentication or (None, "")
+        reason = undeliverable_reason(item.url, item.token, scheme, credentials)
+        if reason:
+            # Stored by an earlier release that accepted it; it can never be sent, so it is
+            # failed now instead of being retried (or blocking the queue) forever.
+            _log.warning("push %s for task %s: undeliverable config (%s); failed",
+                         item.jti, item.task_id, reason)  # fmt: skip
+            await self._store.record_attempt(
+                item, status=None, error=f"undeliverable config: {reason}", duration_ms=0,
+                outcome="failed",
+            )  # fmt: skip
+            return
+        headers = {"Content-Type": CONTENT_TYPE}
+        if scheme is not None:
+            headers["Authorization"] = f"{scheme} {credentials}".strip()
+        if item.token:
+            headers[TOKEN_HEADER] = item.token
+        started = time.monotonic()
+        status: int | None = None
+        error: str | None = None
+        try:
+            headers[SIGNATURE_HEADER] = self._signer.sign(
+                url=item.url, task_id=item.task_id, jti=item.jti, body=item.body
+            )
+            async with self._session.post(
+                item.url,
+                data=item.body,
+                headers=headers,
+                timeout=aiohttp.ClientTimeout(total=self._policy.timeout_seconds),
+                allow_redirects=False,
+            ) as response:
+                status = response.status
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            error = type(exc).__name__
+        except Exception as exc:
+            # Not the receiver's fault and not a network failure: a bug here. Failed and
+            # recorded, so it cannot be retried forever or hold up the items behind it.
+            _log.exception("push %s for task %s could not be sent", item.jti, item.task_id)
+            await self._store.record_attempt(
+                item, status=None, error=f"internal: {type(exc).__name__}",
+                duration_ms=int((time.monotonic() - started) * 1000), outcome="failed",
+            )  # fmt: skip
+            return
+        duration_ms = int((time.monotonic() - started) * 1000)
+        if status is not None and 200 <= status < 300:
+            await self._store.record_attempt(
+                item, status=status, error=None, duration_ms=duration_ms, outcome="delivered"
+            )
+            return
+        attempts = item.attempts + 1
+        age = (now_us() - item.created_ts) / 1_000_000
+        if attempts >= self._policy.max_attempts:
+            outcome, next_ts = "failed", None
+        elif age >= self._policy.max_age_seconds:
+            outcome, next_ts = "expired", None
+        else:
+            outcome, next_ts = "pending", now_us() + int(self._backoff(attempts) * 1_000_000)
+        _log.warning(
+            "push %s for task %s: attempt %d got %s; %s",
+            item.jti, item.task_id, attempts, status or error, outcome,
+        )  # fmt: skip
+        await self._store.record_attempt(
+            item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
+            next_attempt_ts=next_ts,
+        )  # fmt: skip
+
+    def _backoff(self, attempts: int) -> float:
+        """Exponential, capped, with "equal jitter": between half and all of the step."""
+        step = min(
+            self._policy.backoff_max_seconds, self._policy.backoff_seconds * 2 ** (attempts - 1)
+        )
+        return float(step / 2 + step / 2 * self._jitter())

@@ -1,0 +1,30 @@
+"""The agent server: the aiohttp application and the processes that serve it.
+
+- `create_app(config)`: the application (routes, the edge's handlers and A2A methods, the typed
+  services built once at startup);
+- `serve(config, plugins)`: `looping serve`, one process or a supervisor and its workers;
+- `listen(app, host, port)`: serve an application through its connection guard (header
+  deadlines, a connection cap), as `looping serve` does; tests use it too.
+"""
+
+from looping_core.server._app import LOCAL_NODE, create_app, node_of, prepare_store
+from looping_core.server._keys import CONNECTION_GUARD, DELIVERER, EDGE, JWKS_CACHE, RUNNER, STORE
+from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
+
+__all__ = [
+    "CONNECTION_GUARD",
+    "DELIVERER",
+    "EDGE",
+    "JWKS_CACHE",
+    "LOCAL_NODE",
+    "RUNNER",
+    "STORE",
+    "Listener",
+    "ServeError",
+    "create_app",
+    "event_loop_factory",
+    "listen",
+    "node_of",
+    "prepare_store",
+    "serve",
+]

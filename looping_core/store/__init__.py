@@ -1,0 +1,62 @@
+"""The state layer: the database, its migrations, and the task store.
+
+- `Database`: peewee behind one executor-bound access layer (its own thread(s); SQLite
+  group-commits); `open_database(url)` for `sqlite:///...` and `postgresql://...`;
+- migrations: core's numbered journal (`upgrade`, `migration_status`), plugin stores'
+  `ensure_tables` (`ensure_plugin_stores`, `plugin_versions`);
+- `TaskStore`: tasks, turns, push configs and the push outbox, scoped to the verified caller;
+  what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors);
+- `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
+"""
+
+from looping_core.store._db import Database, StoreError, open_database
+from looping_core.store._errors import (
+    ContextMismatch,
+    InvalidPageToken,
+    PushConfigNotFound,
+    StoreRefusal,
+    TaskNotCancelable,
+    TaskNotFound,
+    TurnRefused,
+)
+from looping_core.store._migrations import (
+    Migration,
+    MigrationStatus,
+    bind,
+    ensure_plugin_stores,
+    migration_status,
+    plugin_versions,
+    upgrade,
+)
+from looping_core.store._outbox import OutboxItem
+from looping_core.store._owners import adopt_node, adopt_orphans
+from looping_core.store._rows import NON_TERMINAL, now_us
+from looping_core.store._task_store import TaskStore
+from looping_core.store._turns import TurnStart
+
+__all__ = [
+    "NON_TERMINAL",
+    "ContextMismatch",
+    "Database",
+    "InvalidPageToken",
+    "Migration",
+    "MigrationStatus",
+    "OutboxItem",
+    "PushConfigNotFound",
+    "StoreError",
+    "StoreRefusal",
+    "TaskNotCancelable",
+    "TaskNotFound",
+    "TaskStore",
+    "TurnRefused",
+    "TurnStart",
+    "adopt_node",
+    "adopt_orphans",
+    "bind",
+    "ensure_plugin_stores",
+    "migration_status",
+    "now_us",
+    "open_database",
+    "plugin_versions",
+    "upgrade",
+]

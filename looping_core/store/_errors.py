@@ -1,0 +1,63 @@
+"""What the task store refuses, in its own words: the edge maps each to a JSON-RPC error (the
+store knows no wire paths or codes)."""
+
+from __future__ import annotations
+
+from looping_core.errors import LoopingError
+
+__all__ = [
+    "ContextMismatch",
+    "InvalidPageToken",
+    "PushConfigNotFound",
+    "StoreRefusal",
+    "TaskNotCancelable",
+    "TaskNotFound",
+    "TurnRefused",
+]
+
+
+class StoreRefusal(LoopingError):
+    """The store refuses a caller's request; nothing was written."""
+
+
+class TaskNotFound(StoreRefusal):
+    """No such task, or not the caller's: the two are indistinguishable on purpose."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id} not found")
+
+
+class PushConfigNotFound(TaskNotFound):
+    """The caller's task has no push config with that id."""
+
+    def __init__(self, task_id: str, config_id: str) -> None:
+        super().__init__(task_id)
+        self.config_id = config_id
+        self.args = (f"task {task_id} has no push config {config_id}",)
+
+
+class TaskNotCancelable(StoreRefusal):
+    """The task is already in a terminal state."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"task {task_id} is already in a terminal state")
+
+
+class TurnRefused(StoreRefusal):
+    """A follow-up turn the task cannot take now (it is terminal, or still working)."""
+
+
+class ContextMismatch(StoreRefusal):
+    """A follow-up names another context than its task's."""
+
+    def __init__(self) -> None:
+        super().__init__("the message's contextId does not match the task's context")
+
+
+class InvalidPageToken(StoreRefusal):
+    """A page token this store did not issue."""
+
+    def __init__(self) -> None:
+        super().__init__("not a page token this server issued")

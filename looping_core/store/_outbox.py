@@ -1,0 +1,183 @@
+"""The push outbox: pushes queued in the same transaction as the state change they report, read
+back when due, and every delivery attempt recorded. A stored config that cannot be delivered
+(written by an earlier release) is queued as failed, with the reason as its one attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import attrs
+
+from looping_core.a2a.grammar import printable, undeliverable_reason
+from looping_core.a2a.models import StreamResponse
+from looping_core.a2a.protojson import to_wire
+from looping_core.store._models import PushAttempt, PushOutbox
+from looping_core.store._rows import StoreBase, now_us
+
+__all__ = ["Outbox", "OutboxItem"]
+
+
+@attrs.frozen
+class OutboxItem:
+    id: int
+    task_id: str
+    config_id: str
+    jti: str
+    url: str
+    body: bytes
+    attempts: int
+    created_ts: int
+    token: str
+    authentication: tuple[str, str] | None
+
+
+class Outbox(StoreBase):
+    """Queueing pushes (store thread), and what the deliverer reads and records."""
+
+    def _queue_pushes(self, task_id: str) -> None:
+        configs = self._sql(
+            "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
+        ).fetchall()
+        if not configs:
+            return
+        snapshot = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
+        body = json.dumps(to_wire(snapshot), separators=(",", ":"))
+        stamp = now_us()
+        for config_id, config in configs:
+            settings = json.loads(config)
+            url = settings.get("url", "")
+            problems = _undeliverable(settings)
+            # A config the edge refuses today may have been stored by an earlier release. It is
+            # queued as failed, with the reason as its one attempt, so the terminal write that
+            # queues it still commits and the other configs' pushes still go out.
+            (outbox_id,) = self._sql(
+                "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
+                " next_attempt_ts, created_ts, node, worker)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    task_id,
+                    printable(config_id),
+                    str(uuid.uuid4()),
+                    printable(url),
+                    body,
+                    "failed" if problems else "pending",
+                    1 if problems else 0,
+                    stamp,
+                    stamp,
+                    self._node,
+                    self._worker,
+                ),
+            ).fetchone()
+            if problems:
+                self._sql(
+                    "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
+                    " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
+                    (outbox_id, stamp, f"undeliverable config: {problems}"),
+                )
+
+    async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
+        """Pending deliveries that are due, with their config's credentials."""
+
+        def read() -> list[OutboxItem]:
+            rows = self._sql(
+                "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
+                " o.created_ts, c.body FROM push_outbox o LEFT JOIN push_configs c"
+                " ON c.task_id = o.task_id AND c.config_id = o.config_id"
+                " WHERE o.node = ? AND o.worker = ? AND o.state = 'pending'"
+                " AND o.next_attempt_ts <= ? ORDER BY o.next_attempt_ts LIMIT ?",
+                (self._node, self._worker, now_us(), limit),
+            ).fetchall()
+            items = []
+            for row_id, task_id, config_id, jti, url, body, attempts, created, config in rows:
+                if config is None:  # deleted since: nothing more is sent there
+                    self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
+                    continue
+                settings = json.loads(config)
+                auth = settings.get("authentication")
+                credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
+                items.append(
+                    OutboxItem(
+                        id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
+                        body=body.encode(), attempts=attempts, created_ts=created,
+                        token=settings.get("token", ""),
+                        authentication=credentials,
+                    )
+                )  # fmt: skip
+            return items
+
+        return await self._db.run(read)
+
+    async def next_push_due(self) -> int | None:
+        """When the next pending push is due (µs since the epoch), or `None`."""
+
+        def read() -> int | None:
+            (due,) = self._sql(
+                "SELECT MIN(next_attempt_ts) FROM push_outbox"
+                " WHERE node = ? AND worker = ? AND state = 'pending'",
+                (self._node, self._worker),
+            ).fetchone()
+            return int(due) if due is not None else None
+
+        return await self._db.run(read)
+
+    async def record_attempt(
+        self,
+        item: OutboxItem,
+        *,
+        status: int | None,
+        error: str | None,
+        duration_ms: int,
+        outcome: str,
+        next_attempt_ts: int | None = None,
+    ) -> None:
+        """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry)."""
+
+        def write() -> None:
+            with self._db.write():
+                self._sql(
+                    "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
+                    " duration_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                    (item.id, item.attempts + 1, now_us(), status, error, duration_ms),
+                )
+                self._sql(
+                    "UPDATE push_outbox SET attempts = ?, state = ?,"
+                    " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
+                    (item.attempts + 1, outcome, next_attempt_ts, item.id),
+                )
+
+        await self._db.run(write)
+
+    async def outbox(self, task_id: str) -> list[dict[str, Any]]:
+        """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""
+
+        def read() -> list[dict[str, Any]]:
+            result = []
+            for row in (
+                PushOutbox.select().where(PushOutbox.task_id == task_id).order_by(PushOutbox.id)
+            ):
+                attempts = [
+                    {"attempt": a.attempt, "status": a.status, "error": a.error}
+                    for a in PushAttempt.select()
+                    .where(PushAttempt.outbox == row.id)
+                    .order_by(PushAttempt.attempt)
+                ]
+                result.append(
+                    {"jti": row.jti, "state": row.state, "url": row.url, "attempts": attempts}
+                )
+            return result
+
+        return await self._db.run(read)
+
+
+def _undeliverable(settings: dict[str, Any]) -> str:
+    """Why a stored push config cannot be delivered ("" if it can), without its values."""
+    auth = settings.get("authentication")
+    return undeliverable_reason(
+        settings.get("url", ""),
+        settings.get("token", ""),
+        auth.get("scheme", "") if auth else None,
+        auth.get("credentials", "") if auth else "",
+    )

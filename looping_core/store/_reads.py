@@ -1,0 +1,89 @@
+"""Reading the caller's tasks: one by id, or a filtered, cursor-paged list (newest first)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from looping_core.a2a.grammar import id_problem
+from looping_core.a2a.models import ListTasksRequest, ListTasksResponse, Task, TaskState
+from looping_core.contract import Identity
+from looping_core.store._errors import InvalidPageToken
+from looping_core.store._models import TaskRow
+from looping_core.store._rows import Head, StoreBase
+
+__all__ = ["DEFAULT_PAGE_SIZE", "Reads"]
+
+DEFAULT_PAGE_SIZE = 50
+
+
+class Reads(StoreBase):
+    async def get(self, caller: Identity, task_id: str, history_length: int | None = None) -> Task:
+        def query() -> Task:
+            self._owned(caller, task_id)
+            return self._snapshot(task_id, history_length, include_artifacts=True)
+
+        return await self._db.run(query)
+
+    async def list_tasks(self, caller: Identity, request: ListTasksRequest) -> ListTasksResponse:
+        return await self._db.run(self._list, caller, request)
+
+    def _list(self, caller: Identity, request: ListTasksRequest) -> ListTasksResponse:
+        size = request.page_size or DEFAULT_PAGE_SIZE
+        query = _scoped(TaskRow, caller)
+        if request.context_id:
+            query = query.where(TaskRow.context_id == request.context_id)
+        if request.status is not TaskState.TASK_STATE_UNSPECIFIED:
+            query = query.where(TaskRow.state == request.status.value)
+        if request.status_timestamp_after is not None:
+            after = int(request.status_timestamp_after.timestamp() * 1_000_000)
+            query = query.where(TaskRow.status_ts >= after)
+        total = query.count()
+        if request.page_token:
+            ts, last_id = _read_cursor(request.page_token)
+            query = query.where(
+                (TaskRow.status_ts < ts) | ((TaskRow.status_ts == ts) & (TaskRow.id < last_id))
+            )
+        rows = list(query.order_by(TaskRow.status_ts.desc(), TaskRow.id.desc()).limit(size + 1))
+        more = len(rows) > size
+        rows = rows[:size]
+        tasks = tuple(
+            self._snapshot(
+                row.id,
+                request.history_length,
+                include_artifacts=request.include_artifacts,
+                head=Head(row.id, row.context_id, row.state, row.status_message, row.status_ts),
+            )
+            for row in rows
+        )
+        token = _cursor(rows[-1].status_ts, rows[-1].id) if more else ""
+        return ListTasksResponse(
+            tasks=tasks, next_page_token=token, page_size=size, total_size=total
+        )
+
+
+def _scoped(model: Any, caller: Identity) -> Any:
+    return model.select().where(
+        (model.tenant == caller.tenant)
+        & (model.issuer == caller.issuer)
+        & (model.subject == caller.subject)
+    )
+
+
+def _cursor(ts: int, task_id: str) -> str:
+    raw = json.dumps({"ts": ts, "id": task_id}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _read_cursor(token: str) -> tuple[int, str]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+        ts, task_id = data["ts"], data["id"]
+        if not isinstance(ts, int) or not isinstance(task_id, str):
+            raise ValueError
+        if not 0 <= ts < 2**63 or id_problem(task_id, required=True) is not None:
+            raise ValueError
+    except (ValueError, KeyError, TypeError, RecursionError):
+        raise InvalidPageToken() from None
+    return ts, task_id

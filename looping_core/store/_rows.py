@@ -1,0 +1,122 @@
+"""What every part of the task store shares: the base class (the database, this server's node and
+worker slot), task snapshots, ownership checks, and time and JSON helpers. Store-thread code only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+from typing import Any
+
+import attrs
+
+from looping_core.a2a.models import (
+    TERMINAL_STATES,
+    Artifact,
+    Message,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+from looping_core.a2a.protojson import from_wire, to_wire
+from looping_core.contract import Identity
+from looping_core.store._db import Database
+from looping_core.store._errors import TaskNotFound
+
+__all__ = ["HEAD", "NON_TERMINAL", "RUNNING", "Head", "StoreBase", "dump", "now_us", "timestamp"]
+
+NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
+RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+def timestamp(us: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(us / 1_000_000, datetime.UTC)
+
+
+def dump(value: Any) -> str:
+    return json.dumps(to_wire(value), separators=(",", ":"))
+
+
+@attrs.frozen
+class Head:
+    """The columns of a task row a snapshot needs."""
+
+    id: str
+    context_id: str
+    state: int
+    status_message: str | None
+    status_ts: int
+
+
+HEAD = "SELECT id, context_id, state, status_message, status_ts FROM tasks"
+
+
+class StoreBase:
+    """The database and whose rows these are; every public method of the store's parts runs its
+    work on the database's thread with `self._db.run(self._<name>, ...)`.
+
+    The hot path (a turn's writes, snapshots, the outbox) is plain parameterized SQL: building
+    peewee queries cost more than running them. The schema itself is the peewee models'.
+    """
+
+    def __init__(self, database: Database, *, node: str = "", worker: int = 0) -> None:
+        """`node` and `worker` say whose turns these are: the server (`[server] node`) and its
+        worker slot. Recovery and push delivery look at this owner's rows only."""
+        self._db = database
+        self._node = node
+        self._worker = worker
+        self._sql = database.execute
+
+    def _owned(self, caller: Identity, task_id: str) -> Head:
+        row = self._sql(
+            f"{HEAD} WHERE id = ? AND tenant = ? AND issuer = ? AND subject = ?",
+            (task_id, caller.tenant, caller.issuer, caller.subject),
+        ).fetchone()
+        if row is None:
+            raise TaskNotFound(task_id)
+        return Head(*row)
+
+    def _snapshot(
+        self,
+        task_id: str,
+        history_length: int | None,
+        *,
+        include_artifacts: bool,
+        head: Head | None = None,
+    ) -> Task:
+        head = head or Head(*self._sql(f"{HEAD} WHERE id = ?", (task_id,)).fetchone())
+        history: tuple[Message, ...] = ()
+        if history_length != 0:
+            statement = "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC"
+            params: tuple[Any, ...] = (task_id,)
+            if history_length is not None:
+                statement += " LIMIT ?"
+                params = (task_id, history_length)
+            bodies = [body for (body,) in self._sql(statement, params).fetchall()]
+            history = tuple(from_wire(json.loads(body), Message) for body in reversed(bodies))
+        artifacts: tuple[Artifact, ...] = ()
+        if include_artifacts:
+            rows = self._sql(
+                "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
+            ).fetchall()
+            artifacts = tuple(from_wire(json.loads(body), Artifact) for (body,) in rows)
+        status_message = (
+            from_wire(json.loads(head.status_message), Message) if head.status_message else None
+        )
+        status = TaskStatus(
+            state=TaskState(head.state),
+            message=status_message,
+            timestamp=timestamp(head.status_ts),
+        )
+        return Task(
+            id=head.id,
+            context_id=head.context_id,
+            status=status,
+            artifacts=artifacts,
+            history=history,
+        )

@@ -1,0 +1,296 @@
+"""Turns: accepting a user message exactly once, and every state change of a task as one guarded
+write. Terminal states are written only from non-terminal ones, so the first writer wins and
+every writer learns from the write itself whether it did; the pushes a change reports are queued
+in the same transaction (a transactional outbox), so a crash can lose neither.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Iterable, Sequence
+
+import attrs
+import peewee
+
+from looping_core.a2a.models import (
+    TERMINAL_STATES,
+    Artifact,
+    Message,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
+from looping_core.contract import Identity
+from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
+from looping_core.store._models import TaskRow
+from looping_core.store._outbox import Outbox
+from looping_core.store._push_configs import PushConfigs
+from looping_core.store._rows import NON_TERMINAL, RUNNING, Head, dump, now_us, timestamp
+
+__all__ = ["TurnStart", "Turns"]
+
+_NOTIFY = TERMINAL_STATES | {
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+
+
+@attrs.frozen
+class TurnStart:
+    """What `start_turn` did: the task, and whether this call created the turn."""
+
+    task: Task
+    started: bool
+
+
+class Turns(Outbox, PushConfigs):
+    async def start_turn(
+        self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
+    ) -> TurnStart:
+        """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
+        to an interrupted one. A duplicate returns the first task and starts nothing."""
+        try:
+            return await self._db.run(self._start_turn, caller, message, push)
+        except peewee.IntegrityError:
+            # Another connection (PostgreSQL, or another server process) committed the same
+            # messageId first; this transaction was rolled back, and the retry finds that turn.
+            return await self._db.run(self._start_turn, caller, message, push)
+
+    def _start_turn(
+        self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
+    ) -> TurnStart:
+        scope = (caller.tenant, caller.issuer, caller.subject)
+        with self._db.write():
+            duplicate = self._sql(
+                "SELECT task_id FROM messages"
+                " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
+                (*scope, message.message_id),
+            ).fetchone()
+            if duplicate is not None:
+                return TurnStart(self._snapshot(duplicate[0], None, include_artifacts=True), False)
+            stamp = now_us()
+            if message.task_id:
+                head = self._owned(caller, message.task_id)
+                self._check_follow_up(message, head)
+                updated = self._sql(
+                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, node = ?,"
+                    " worker = ? WHERE id = ? AND state = ?",
+                    (
+                        TaskState.TASK_STATE_SUBMITTED.value,
+                        stamp,
+                        self._node,
+                        self._worker,
+                        head.id,
+                        head.state,
+                    ),
+                ).rowcount
+                if updated != 1:
+                    raise TurnRefused("The task changed state; fetch it and try again")
+                task_id, context_id = head.id, head.context_id
+            else:
+                task_id = str(uuid.uuid4())
+                context_id = message.context_id or str(uuid.uuid4())
+                self._sql(
+                    "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
+                    " status_message, status_ts, created_ts, node, worker)"
+                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                    (
+                        task_id,
+                        *scope,
+                        context_id,
+                        TaskState.TASK_STATE_SUBMITTED.value,
+                        stamp,
+                        stamp,
+                        self._node,
+                        self._worker,
+                    ),
+                )
+            stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
+            self._sql(
+                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, *scope, message.message_id, dump(stored)),
+            )
+            if push is not None:
+                # An inline config without an id takes the task's id (as the official SDK does),
+                # so the config a gateway re-sends with every turn replaces itself.
+                self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
+            if message.task_id:
+                return TurnStart(self._snapshot(task_id, None, include_artifacts=True), True)
+            status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(stamp))
+            task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
+            return TurnStart(task, True)
+
+    @staticmethod
+    def _check_follow_up(message: Message, head: Head) -> None:
+        state = TaskState(head.state)
+        if message.context_id and message.context_id != head.context_id:
+            raise ContextMismatch()
+        if state.is_terminal:
+            raise TurnRefused(
+                "The task is in a terminal state; start a new task in the same context"
+            )
+        if not state.is_interrupted:
+            raise TurnRefused("The task is still working; send a follow-up when it asks for input")
+
+    async def transition(
+        self,
+        task_id: str,
+        to: TaskState,
+        *,
+        allowed_from: Iterable[TaskState] = NON_TERMINAL,
+        status_message: Message | None = None,
+        reply: Message | None = None,
+        artifacts: Sequence[Artifact] = (),
+    ) -> bool:
+        """Move the task to `to` if (and only if) it is in one of `allowed_from`.
+
+        One guarded UPDATE decides; artifacts, the agent's reply and the pushes for terminal and
+        interrupted states are written in the same transaction. Returns whether this call won.
+        """
+        write = functools.partial(
+            self._transition,
+            allowed_from=tuple(allowed_from),
+            status_message=status_message,
+            reply=reply,
+            artifacts=tuple(artifacts),
+        )
+        return await self._db.run(write, task_id, to)
+
+    def _transition(
+        self,
+        task_id: str,
+        to: TaskState,
+        *,
+        allowed_from: tuple[TaskState, ...],
+        status_message: Message | None,
+        reply: Message | None,
+        artifacts: tuple[Artifact, ...],
+    ) -> bool:
+        if to in TERMINAL_STATES:
+            allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
+        if not allowed_from:
+            return False
+        marks = ", ".join("?" * len(allowed_from))
+        with self._db.write():
+            won = (
+                self._sql(
+                    "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
+                    f" WHERE id = ? AND state IN ({marks})",
+                    (
+                        to.value,
+                        dump(status_message) if status_message else None,
+                        now_us(),
+                        task_id,
+                        *(state.value for state in allowed_from),
+                    ),
+                ).rowcount
+                == 1
+            )
+            if not won:
+                return False
+            for artifact in artifacts:
+                self._sql(
+                    "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
+                    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+                    (task_id, artifact.artifact_id, dump(artifact)),
+                )
+            if reply is not None:
+                tenant, issuer, subject, context_id = self._sql(
+                    "SELECT tenant, issuer, subject, context_id FROM tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+                message = attrs.evolve(reply, task_id=task_id, context_id=context_id)
+                self._sql(
+                    "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (task_id, tenant, issuer, subject, message.message_id, dump(message)),
+                )
+            if to in _NOTIFY:
+                self._queue_pushes(task_id)
+            return True
+
+    async def begin_turn(self, task_id: str) -> tuple[Task, Identity] | None:
+        """For the runner: move a SUBMITTED task to WORKING and return it with its owner, or
+        `None` if it is no longer SUBMITTED (canceled, or taken by another runner)."""
+
+        def begin() -> tuple[Task, Identity] | None:
+            with self._db.write():
+                won = (
+                    self._sql(
+                        "UPDATE tasks SET state = ?, status_ts = ? WHERE id = ? AND state = ?",
+                        (
+                            TaskState.TASK_STATE_WORKING.value,
+                            now_us(),
+                            task_id,
+                            TaskState.TASK_STATE_SUBMITTED.value,
+                        ),
+                    ).rowcount
+                    == 1
+                )
+                if not won:
+                    return None
+                owner = self._sql(
+                    "SELECT tenant, issuer, subject FROM tasks WHERE id = ?", (task_id,)
+                ).fetchone()
+                return self._snapshot(task_id, None, include_artifacts=False), Identity(*owner)
+
+        return await self._db.run(begin)
+
+    async def cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
+        """Cancel the caller's task; `TaskNotCancelable` if it is already terminal.
+
+        Returns the updated task and whether this call's write won (a racing completion may win).
+        """
+        return await self._db.run(self._cancel, caller, task_id)
+
+    def _cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
+        head = self._owned(caller, task_id)
+        if TaskState(head.state).is_terminal:
+            raise TaskNotCancelable(task_id)
+        won = self._transition(
+            task_id,
+            TaskState.TASK_STATE_CANCELED,
+            allowed_from=NON_TERMINAL,
+            status_message=None,
+            reply=None,
+            artifacts=(),
+        )
+        if not won:
+            raise TaskNotCancelable(task_id)
+        return self._snapshot(task_id, None, include_artifacts=True), won
+
+    async def unfinished(self) -> list[str]:
+        """This worker's tasks a crash may have left SUBMITTED or WORKING, oldest first."""
+
+        def query() -> list[str]:
+            rows = (
+                TaskRow.select(TaskRow.id)
+                .where(
+                    TaskRow.state.in_(RUNNING)
+                    & (TaskRow.node == self._node)
+                    & (TaskRow.worker == self._worker)
+                )
+                .order_by(TaskRow.created_ts)
+            )
+            return [row.id for row in rows]
+
+        return await self._db.run(query)
+
+    async def ended_among(self, task_ids: Sequence[str]) -> list[str]:
+        """Those of `task_ids` in a terminal state."""
+
+        def query() -> list[str]:
+            ended = ", ".join(str(state.value) for state in TERMINAL_STATES)
+            found = []
+            for start in range(0, len(task_ids), 500):  # well under any placeholder limit
+                chunk = task_ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = self._sql(
+                    f"SELECT id FROM tasks WHERE id IN ({marks}) AND state IN ({ended})", chunk
+                ).fetchall()
+                found += [task_id for (task_id,) in rows]
+            return found
+
+        return await self._db.run(query) if task_ids else []

@@ -1,0 +1,125 @@
+"""Layers hold: every package imports only the layers below it (and its own), never one above.
+
+The order is `../shared/design.md`'s package map. Every import in every module counts, also one
+inside a function or under `TYPE_CHECKING`: each is a dependency someone must keep working.
+"""
+
+from __future__ import annotations
+
+import ast
+import pkgutil
+from pathlib import Path
+
+import pytest
+from test_import_graph import modules_after_importing
+
+import looping_core
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("looping_core", "looping_core.errors", "looping_core._origins", "looping_core._strict"),
+    ("looping_core.contract", "looping_core.hookspecs"),
+    ("looping_core.content",),
+    ("looping_core.config",),
+    ("looping_core.plugins",),
+    ("looping_core.a2a",),
+    ("looping_core.store",),
+    ("looping_core.agent",),
+    ("looping_core.runner",),
+    ("looping_core.server",),
+    ("looping_core.cli",),
+    ("looping_core.testing",),
+)
+"""Bottom up; a module belongs to the layer of its longest matching prefix."""
+
+ROOT = Path(looping_core.__file__).parent
+MODULES = sorted(
+    info.name for info in pkgutil.walk_packages(looping_core.__path__, "looping_core.")
+)
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for index, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            matches = module == prefix or module.startswith(prefix + ".")
+            if matches and len(prefix) > best:
+                best, rank = len(prefix), index
+    if rank < 0:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS")
+    return rank
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
+    """Every looping_core module `source` imports, wherever the import statement stands."""
+    found: set[str] = set()
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{anchor}.{base}" if base else anchor
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    known = set(MODULES) | {"looping_core"}
+    return {name for name in found if name in known}
+
+
+def upward_imports(source: str, module: str, is_package: bool) -> list[str]:
+    own = layer_of(module)
+    return sorted(
+        f"{module} imports {target}"
+        for target in imported_modules(source, module, is_package)
+        if layer_of(target) > own
+    )
+
+
+def _source(module: str) -> tuple[str, bool]:
+    relative = Path(*module.split(".")[1:])
+    package = ROOT / relative / "__init__.py"
+    if package.exists():
+        return package.read_text(), True
+    return (ROOT / relative.with_suffix(".py")).read_text(), False
+
+
+def test_every_module_is_in_a_layer() -> None:
+    assert len(MODULES) > 40
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    violations = []
+    for module in MODULES:
+        source, is_package = _source(module)
+        violations += upward_imports(source, module, is_package)
+    assert violations == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("looping_core.a2a.models", "from looping_core.store import TaskStore\n"),
+        ("looping_core.store._turns", "import looping_core.server\n"),
+        ("looping_core.content.blocks", "from looping_core.a2a import parts\n"),
+        (
+            "looping_core.agent",
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from looping_core.runner import EmbeddedRunner\n",
+        ),
+        ("looping_core.a2a.models", "def f():\n    from ..server import create_app\n"),
+    ],
+)
+def test_the_check_catches_an_upward_import(module: str, source: str) -> None:
+    assert upward_imports(source, module, is_package=module == "looping_core.agent") != []
+
+
+@pytest.mark.parametrize(
+    "module", ["looping_core.agent", "looping_core.content", "looping_core.contract"]
+)
+def test_the_agent_seam_and_the_vocabulary_need_no_web_jose_or_database(module: str) -> None:
+    loaded = {name.split(".")[0] for name in modules_after_importing(module)}
+    assert not loaded & {"aiohttp", "joserfc", "peewee", "cryptography"}
