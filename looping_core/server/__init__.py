@@ -8,19 +8,15 @@
 """
 
 from looping_core.server._app import LOCAL_NODE, create_app, node_of, prepare_store
-from looping_core.server._keys import CONNECTION_GUARD, DELIVERER, EDGE, JWKS_CACHE, RUNNER, STORE
+from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
 
 __all__ = [
-    "CONNECTION_GUARD",
-    "DELIVERER",
-    "EDGE",
-    "JWKS_CACHE",
     "LOCAL_NODE",
-    "RUNNER",
-    "STORE",
+    "SERVICES",
     "Listener",
     "ServeError",
+    "Services",
     "create_app",
     "event_loop_factory",
     "listen",

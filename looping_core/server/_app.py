@@ -34,16 +34,8 @@ from looping_core.server._edge import (
     handle_jwks,
     handle_rpc,
 )
-from looping_core.server._keys import (
-    CONNECTION_GUARD,
-    DELIVERER,
-    EDGE,
-    JWKS_CACHE,
-    METHODS,
-    RUNNER,
-    STORE,
-)
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
+from looping_core.server._services import SERVICES, Services
 from looping_core.store import (
     Database,
     TaskStore,
@@ -100,26 +92,35 @@ def create_app(
     app = web.Application(
         client_max_size=config.server.max_body_bytes, middlewares=[guard.middleware]
     )
-    app[CONNECTION_GUARD] = guard
-    app[EDGE] = edge
-    app[METHODS] = DEFAULT_METHODS
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
-    app.cleanup_ctx.append(_services(config, edge, host, agents, tenant_plugins, worker=worker))
+    app.cleanup_ctx.append(
+        _services(
+            config,
+            edge=edge,
+            guard=guard,
+            host=host,
+            agents=agents,
+            tenant_plugins=tenant_plugins,
+            worker=worker,
+        )
+    )
     return app
 
 
 def _services(
     config: Config,
+    *,
     edge: Edge,
+    guard: ConnectionGuard,
     host: PluginHost,
     agents: Mapping[str, Agent],
     tenant_plugins: Mapping[str, PluginHost],
-    *,
     worker: int | None,
 ) -> Callable[[web.Application], AsyncIterator[None]]:
-    """The store, the HTTP client, the push deliverer and the runner, for the app's lifetime."""
+    """The store, the HTTP client, the push deliverer and the runner, for the app's lifetime;
+    the handlers find them, with the edge, in `app[SERVICES]`."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(config.store.url)
@@ -131,7 +132,7 @@ def _services(
                 await database.run_alone(bind, database.peewee)
             store = TaskStore(database, node=node, worker=worker or 0)
             async with aiohttp.ClientSession() as session:
-                app[JWKS_CACHE] = JwksCache(
+                jwks = JwksCache(
                     session,
                     ttl=config.security.jwks_cache_seconds,
                     refetch_interval=config.security.jwks_refetch_interval_seconds,
@@ -145,7 +146,14 @@ def _services(
                 runner = EmbeddedRunner(
                     store, agents, tenant_plugins, config.runner, on_settled=deliverer.wake
                 )
-                app[STORE], app[RUNNER], app[DELIVERER] = store, runner, deliverer
+                app[SERVICES] = Services(
+                    edge=edge,
+                    methods=DEFAULT_METHODS,
+                    guard=guard,
+                    store=store,
+                    runner=runner,
+                    jwks=jwks,
+                )
                 await runner.recover()
                 runner.watch_cancellations()
                 deliverer.start()

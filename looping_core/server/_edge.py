@@ -53,7 +53,7 @@ from looping_core.a2a.jsonrpc import (
 from looping_core.a2a.keys import SigningKey, jwks_document, load_signing_key
 from looping_core.config import Config
 from looping_core.contract import Identity
-from looping_core.server._keys import EDGE, JWKS_CACHE, METHODS
+from looping_core.server._services import SERVICES, Services
 
 __all__ = ["CallContext", "Edge", "build_edge", "handle_agent_card", "handle_jwks", "handle_rpc"]
 
@@ -80,11 +80,10 @@ class Edge:
 
 @attrs.frozen
 class CallContext:
-    """What a method handler gets besides its params: the edge and the verified caller."""
+    """What a method handler gets besides its params: the services and the verified caller."""
 
-    edge: Edge
+    services: Services
     identity: Identity
-    request: web.Request
 
 
 def build_edge(
@@ -112,16 +111,15 @@ def build_edge(
 
 
 async def handle_jwks(request: web.Request) -> web.Response:
-    edge = request.app[EDGE]
     return web.Response(
-        body=edge.jwks_body,
+        body=request.app[SERVICES].edge.jwks_body,
         content_type="application/json",
         headers={"Cache-Control": CACHE_CONTROL},
     )
 
 
 async def handle_agent_card(request: web.Request) -> web.Response:
-    stub = request.app[EDGE].stub
+    stub = request.app[SERVICES].edge.stub
     headers = {"ETag": stub.etag, "Cache-Control": CACHE_CONTROL}
     if stub.etag in _etags(request.headers.get("If-None-Match", "")):
         return web.Response(status=304, headers=headers)
@@ -136,9 +134,10 @@ def _etags(header: str) -> set[str]:
 async def handle_rpc(request: web.Request) -> web.Response:
     request_id: RpcId = None
     try:
-        call, method = await _read_call(request)
+        services = request.app[SERVICES]
+        call, method = await _read_call(request, services)
         request_id = call.id
-        result = await _dispatch(request, call, method)
+        result = await _dispatch(request, services, call, method)
         return _json_response(response(request_id, result=result))
     except EnvelopeError as exc:
         return _error_response(exc.error, exc.request_id)
@@ -158,10 +157,10 @@ class _ClientGone(Exception):
     """The client closed the connection before its body arrived: a client event, no error."""
 
 
-async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
+async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall, Method]:
     if request.content_type not in _JSON_TYPES:
         raise UnsupportedMediaType()
-    server = request.app[EDGE].config.server
+    server = services.edge.config.server
     try:
         if request.content.is_eof():  # the usual case: the whole body came with the headers
             body = await request.read()
@@ -177,11 +176,11 @@ async def _read_call(request: web.Request) -> tuple[RpcCall, Method]:
         raise PayloadTooLarge(f"Request body larger than {server.max_body_bytes} bytes") from None
     except ConnectionError:
         raise _ClientGone() from None
-    return parse_envelope(body, request.app[METHODS])
+    return parse_envelope(body, services.methods)
 
 
-async def _dispatch(request: web.Request, call: RpcCall, method: Method) -> Any:
-    edge = request.app[EDGE]
+async def _dispatch(request: web.Request, services: Services, call: RpcCall, method: Method) -> Any:
+    edge = services.edge
     _check_version(request)
     tenant = call.params.get("tenant")
     if not isinstance(tenant, str) or not tenant:
@@ -189,14 +188,14 @@ async def _dispatch(request: web.Request, call: RpcCall, method: Method) -> Any:
             "params.tenant is required: this endpoint serves several agents and has no default",
             violations=[("params.tenant", "required field missing")],
         )
-    identity = await _authenticate(request, edge, tenant)
+    identity = await _authenticate(request, services, tenant)
     if tenant not in edge.tenant_cards:
         raise InvalidParams(
             "params.tenant: no such agent here",
             violations=[("params.tenant", "not an agent served here")],
         )
     params = parse_params(call, method)
-    return await method.handler(CallContext(edge=edge, identity=identity, request=request), params)
+    return await method.handler(CallContext(services=services, identity=identity), params)
 
 
 def _check_version(request: web.Request) -> None:
@@ -210,7 +209,7 @@ def _check_version(request: web.Request) -> None:
         )
 
 
-async def _authenticate(request: web.Request, edge: Edge, tenant: str) -> Identity:
+async def _authenticate(request: web.Request, services: Services, tenant: str) -> Identity:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
@@ -220,7 +219,7 @@ async def _authenticate(request: web.Request, edge: Edge, tenant: str) -> Identi
         )
     try:
         return await verify_gateway_token(
-            token.strip(), tenant=tenant, policy=edge.policy, jwks=request.app[JWKS_CACHE]
+            token.strip(), tenant=tenant, policy=services.edge.policy, jwks=services.jwks
         )
     except TokenRejected as exc:
         _log.warning(

@@ -38,7 +38,6 @@ from looping_core.a2a.parts import part_to_block
 from looping_core.a2a.protojson import to_wire
 from looping_core.content.errors import ContentError
 from looping_core.server._edge import CallContext
-from looping_core.server._keys import DELIVERER, RUNNER, STORE
 
 __all__ = ["METHODS"]
 
@@ -87,7 +86,7 @@ def _check_push_config(
     for field, value in ((f"{prefix}.id", config.id), (f"{prefix}.taskId", config.task_id)):
         if (problem := id_problem(value)) is not None:
             violations.append((field, problem))
-    if not violations and origin_of(config.url) not in context.edge.policy.gateway_origins:
+    if not violations and origin_of(config.url) not in context.services.edge.policy.gateway_origins:
         violations.append(
             (f"{prefix}.url", "the push URL must be on an allowlisted gateway origin")
         )
@@ -130,7 +129,7 @@ async def get_extended_agent_card(
     context: CallContext, params: GetExtendedAgentCardRequest
 ) -> dict[str, Any]:
     """The verified caller's tenant's own signed card (the tenant was checked against the token)."""
-    card = context.edge.tenant_cards[context.identity.tenant]
+    card = context.services.edge.tenant_cards[context.identity.tenant]
     result: dict[str, Any] = json.loads(card.body)
     return result
 
@@ -139,7 +138,7 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
     """Start a task (or continue an interrupted one) exactly once per messageId."""
     configuration = params.configuration or SendMessageConfiguration()
     push = configuration.task_push_notification_config
-    tenant = context.edge.config.tenants[context.identity.tenant]
+    tenant = context.services.edge.config.tenants[context.identity.tenant]
     if push is None and not tenant.allow_configless:
         raise _invalid(
             "params.configuration.taskPushNotificationConfig",
@@ -151,21 +150,21 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
         raise _invalid("params.message.role", "must be ROLE_USER")
     _check_message(params.message, "params.message")
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
-    app = context.request.app
-    start = await app[STORE].start_turn(context.identity, params.message, push)
+    store, runner = context.services.store, context.services.runner
+    start = await store.start_turn(context.identity, params.message, push)
     task = start.task
     if start.started:
-        app[RUNNER].start(task.id)
+        runner.start(task.id)
     if not configuration.return_immediately:
-        await app[RUNNER].wait_settled(task.id, tenant.max_wait_seconds)
-        task = await app[STORE].get(context.identity, task.id)
+        await runner.wait_settled(task.id, tenant.max_wait_seconds)
+        task = await store.get(context.identity, task.id)
     return {"task": to_wire(_trim(task, configuration.history_length))}
 
 
 async def get_task(context: CallContext, params: GetTaskRequest) -> Any:
     _check_ids(("params.id", params.id, True))
     _check_history_length(params.history_length, "params.historyLength")
-    store = context.request.app[STORE]
+    store = context.services.store
     return to_wire(await store.get(context.identity, params.id, params.history_length))
 
 
@@ -174,7 +173,7 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
         raise _invalid("params.pageSize", "must be between 1 and 100")
     _check_ids(("params.contextId", params.context_id, False))
     _check_history_length(params.history_length, "params.historyLength")
-    response = await context.request.app[STORE].list_tasks(context.identity, params)
+    response = await context.services.store.list_tasks(context.identity, params)
     document: dict[str, Any] = to_wire(response)
     if not params.include_artifacts:
         for task in document["tasks"]:
@@ -184,10 +183,8 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
 
 async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
     _check_ids(("params.id", params.id, True))
-    app = context.request.app
-    task, _ = await app[STORE].cancel(context.identity, params.id)
-    app[RUNNER].cancel_local(params.id)
-    app[DELIVERER].wake()
+    task, _ = await context.services.store.cancel(context.identity, params.id)
+    context.services.runner.cancel_local(params.id)  # and, as every settled turn, wakes pushes
     return to_wire(task)
 
 
@@ -195,7 +192,7 @@ async def create_push_config(context: CallContext, params: TaskPushNotificationC
     if not params.task_id:
         raise _invalid("params.taskId", "required field missing")
     _check_push_config(context, params, "params")
-    stored = await context.request.app[STORE].put_push_config(context.identity, params)
+    stored = await context.services.store.put_push_config(context.identity, params)
     return to_wire(stored)
 
 
@@ -203,7 +200,7 @@ async def get_push_config(
     context: CallContext, params: GetTaskPushNotificationConfigRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
-    store = context.request.app[STORE]
+    store = context.services.store
     return to_wire(await store.get_push_config(context.identity, params.task_id, params.id))
 
 
@@ -211,7 +208,7 @@ async def list_push_configs(
     context: CallContext, params: ListTaskPushNotificationConfigsRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True))
-    configs = await context.request.app[STORE].list_push_configs(context.identity, params.task_id)
+    configs = await context.services.store.list_push_configs(context.identity, params.task_id)
     document: dict[str, Any] = to_wire(
         ListTaskPushNotificationConfigsResponse(configs=tuple(configs))
     )
@@ -223,7 +220,7 @@ async def delete_push_config(
     context: CallContext, params: DeleteTaskPushNotificationConfigRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
-    await context.request.app[STORE].delete_push_config(context.identity, params.task_id, params.id)
+    await context.services.store.delete_push_config(context.identity, params.task_id, params.id)
     return {}
 
 

@@ -30,7 +30,7 @@ from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 from looping_core.server._app import create_app, prepare_store
-from looping_core.server._keys import CONNECTION_GUARD
+from looping_core.server._services import SERVICES
 
 __all__ = ["Listener", "ServeError", "event_loop_factory", "listen", "serve"]
 
@@ -287,7 +287,7 @@ async def listen(
     await runner.setup()
     try:
         assert runner.server is not None  # set by setup()
-        factory = app[CONNECTION_GUARD].protocol_factory(runner.server)
+        factory = app[SERVICES].guard.protocol_factory(runner.server)
         server = await asyncio.get_running_loop().create_server(
             factory, host, port, reuse_address=True, reuse_port=reuse_port or None, backlog=128
         )

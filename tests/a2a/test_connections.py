@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from looping_core.server import CONNECTION_GUARD
+from looping_core.server import SERVICES
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent
@@ -97,7 +97,7 @@ async def test_two_hundred_slow_connections_are_all_released(
         await still_serves(agent, gateway)
         received = await asyncio.gather(*(closed_by_server(r) for r, _ in connections))
         assert set(received) == {b""}
-        assert agent.app[CONNECTION_GUARD].open_connections <= 1  # at most a kept-alive one
+        assert agent.app[SERVICES].guard.open_connections <= 1  # at most a kept-alive one
         for _, writer in connections:
             writer.close()
 
@@ -156,7 +156,7 @@ async def test_connections_beyond_the_cap_are_refused_503_then_served_again(
     async for agent in running(gateway, "max_connections = 3"):
         held = [await connect(agent) for _ in range(3)]
         for _ in range(50):  # until the server has accepted all three
-            if agent.app[CONNECTION_GUARD].open_connections == 3:
+            if agent.app[SERVICES].guard.open_connections == 3:
                 break
             await asyncio.sleep(0.01)
         reader, writer = await connect(agent)
@@ -166,7 +166,7 @@ async def test_connections_beyond_the_cap_are_refused_503_then_served_again(
         _, first = held.pop()
         first.close()
         for _ in range(50):
-            if agent.app[CONNECTION_GUARD].open_connections == 2:
+            if agent.app[SERVICES].guard.open_connections == 2:
                 break
             await asyncio.sleep(0.01)
         reader, writer = await connect(agent)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import attrs
 import pytest
 from google.protobuf.json_format import ParseDict
 from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
 
 from looping_core.a2a.errors import InvalidParams
 from looping_core.a2a.jsonrpc import Method
-from looping_core.server._keys import METHODS
+from looping_core.server import SERVICES
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent
@@ -171,10 +172,12 @@ async def test_a_failing_handler_is_an_internal_error_without_details(
     async def refuse(context: Any, params: Any) -> Any:
         raise InvalidParams("no", violations=[("params.x", "bad")])
 
-    table = dict(agent.app[METHODS])
+    services = agent.app[SERVICES]
+    table = dict(services.methods)
     table["GetExtendedAgentCard"] = Method(table["GetExtendedAgentCard"].params_type, explode)
     table["Refuse"] = Method(table["GetExtendedAgentCard"].params_type, refuse)
-    agent.app._state[METHODS] = table  # the app is frozen once running; tests swap the table
+    # The app is frozen once running; the test swaps its services for ones with this table.
+    agent.app._state[SERVICES] = attrs.evolve(services, methods=table)
     token = gateway.token(tenant="alice", aud=agent.endpoint)
     status, _, body = await agent.rpc("GetExtendedAgentCard", {"tenant": "alice"}, token=token)
     assert status == 200

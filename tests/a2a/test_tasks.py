@@ -23,7 +23,7 @@ from google.protobuf.json_format import ParseDict
 
 from looping_core.a2a.models import Message, Part, Role, TaskState
 from looping_core.contract import Identity
-from looping_core.server import STORE
+from looping_core.server import SERVICES
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent
@@ -201,7 +201,7 @@ async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
 
 
 async def test_guarded_terminal_writes_have_exactly_one_winner(agent: RunningAgent) -> None:
-    store = agent.app[STORE]
+    store = agent.app[SERVICES].store
     caller = Identity("alice", "https://gw", "x")
     for _ in range(20):
         message = Message(
@@ -501,7 +501,7 @@ async def test_a_receiver_failing_three_times_gets_the_same_jti(
     assert [p.status for p in attempts] == [503, 503, 503, 200]
     assert {p.claims["jti"] for p in attempts if p.claims} == {delivered.claims["jti"]}  # type: ignore[index]
     for _ in range(200):  # the deliverer records the outcome after the receiver answered
-        [row] = await agent.app[STORE].outbox(task["id"])
+        [row] = await agent.app[SERVICES].store.outbox(task["id"])
         if row["state"] != "pending":
             break
         await asyncio.sleep(0.01)
@@ -593,7 +593,7 @@ async def test_deliveries_stop_after_max_attempts(gateway: FakeGateway) -> None:
     try:
         task = await send(agent, gateway, "never delivered")
         for _ in range(300):
-            [row] = await agent.app[STORE].outbox(task["id"]) or [None]
+            [row] = await agent.app[SERVICES].store.outbox(task["id"]) or [None]
             if row and row["state"] != "pending":
                 break
             await asyncio.sleep(0.01)
@@ -613,7 +613,7 @@ async def test_a_turn_whose_task_another_process_ended_is_stopped(
     held = tmp_path / "held"
     task = await send(agent, gateway, f"file:{held}", tenant="bob")
     await wait_for(Path(f"{held}.started"))
-    assert await agent.app[STORE].transition(task["id"], TaskState.TASK_STATE_CANCELED)
+    assert await agent.app[SERVICES].store.transition(task["id"], TaskState.TASK_STATE_CANCELED)
     await wait_for(Path(f"{held}.cancelled"))
     assert (await call(agent, gateway, "GetTask", {"id": task["id"]}, "bob"))["result"]["status"][
         "state"

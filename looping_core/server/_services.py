@@ -1,0 +1,36 @@
+"""What the handlers use, as one typed object built once when the application starts, and the
+one `web.AppKey` it is kept under."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import attrs
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from looping_core.a2a.jsonrpc import Method
+    from looping_core.a2a.jwks import JwksCache
+    from looping_core.runner import EmbeddedRunner
+    from looping_core.server._connections import ConnectionGuard
+    from looping_core.server._edge import Edge
+    from looping_core.store import TaskStore
+
+__all__ = ["SERVICES", "Services"]
+
+
+@attrs.frozen
+class Services:
+    """The edge (cards, keys, token policy), the method table, the connection guard, the task
+    store, the runner and the gateways' key-set cache."""
+
+    edge: Edge
+    methods: Mapping[str, Method]
+    guard: ConnectionGuard
+    store: TaskStore
+    runner: EmbeddedRunner
+    jwks: JwksCache
+
+
+SERVICES: web.AppKey[Services] = web.AppKey("services")
