@@ -1,20 +1,23 @@
 """looping-core: the foundation every agent behind a Looping gateway must have.
 
-Architecture (one subpackage per concern; importing one never drags in another):
+Layers, bottom up; each imports only the ones below it (a test walks every import):
 
-    config      looping.toml -> frozen attrs (strict; every problem reported at once)
-    hookspecs   the plugin contract (CONTRACT_VERSION, hook specs, `hookimpl`)
-    contract    the frozen types plugins return and receive
-    plugins     entry-point discovery, selection, startup validation, registry, PluginHost
+    errors, contract, hookspecs   the error family; frozen types shared with plugins (the
+                                  caller's `Identity` among them); the plugin contract
     content     the conversation vocabulary: blocks, messages, usage, chunks, strict codec
-    a2a         the zero-trust edge: signing key + JWKS, signed cards, gateway-token checks,
-                JWKS cache, wire models (ProtoJSON), JSON-RPC method and error tables
-    app         create_app(config): the aiohttp application (routes in one place)
+    config      looping.toml -> frozen attrs (strict; every problem reported at once)
+    plugins     entry-point discovery, selection, startup validation, registry, PluginHost
+    a2a         the protocol: wire models (ProtoJSON), JSON-RPC envelopes and error table, the
+                grammar of what is accepted, keys, signed cards, gateway tokens, JWKS cache,
+                push signatures, blocks <-> parts
+    store       the database layer, migrations, the task store and the push outbox
+    agent       the agent seam (no web, JOSE or database code)
+    runner      turns run in-process; the push deliverer
+    server      create_app(config), handlers, typed services, connection guard, `looping serve`
+    cli         `looping check / plugins / keys / serve / db`
     testing     the public test harness and pytest plugin (never imported by runtime code)
-    cli         `looping check / plugins list / keys / serve`
 
-A request's path, the invariants and the areas still to come are described in the project's
-design notes; this top-level module stays tiny on purpose (no aiohttp, no peewee, no pluggy).
+This top-level module stays tiny on purpose (no aiohttp, no peewee, no pluggy).
 """
 
 from importlib import metadata as _metadata

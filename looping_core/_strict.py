@@ -1,12 +1,18 @@
-"""Strict primitive structure hooks shared by the config and wire converters.
+"""What the config, wire and content converters share: strict primitive structure hooks, and one
+way to read what cattrs found wrong.
 
 cattrs would quietly turn `42` into `"42"` or `1` into `True`; in a config file or a request body
-that is a mistake to report, not to repair.
+that is a mistake to report, not to repair. When structuring fails, cattrs raises a tree of
+errors; `error_leaves` walks it to each leaf error and the path it happened at, and `describe`
+words a leaf the same way for every reader.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import cattrs
+from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
 
 def json_type(value: object) -> str:
@@ -50,3 +56,33 @@ def register_strict_primitives(converter: cattrs.Converter) -> None:
     converter.register_structure_hook(str, structure_str)
     converter.register_structure_hook(int, structure_int)
     converter.register_structure_hook(bool, structure_bool)
+
+
+def error_leaves(exc: BaseException, path: str) -> Iterator[tuple[BaseException, str]]:
+    """Each leaf error of a failed `structure` call, with its path below `path`: `.field` for
+    attributes, `[0]` for list items, `['key']` for mapping keys."""
+    if isinstance(exc, IterableValidationError):
+        indexed, unplaced = exc.group_exceptions()
+        for inner, index_note in indexed:
+            yield from error_leaves(inner, f"{path}[{index_note.index!r}]")
+        for inner in unplaced:
+            yield from error_leaves(inner, path)
+    elif isinstance(exc, ClassValidationError):
+        named, unnamed = exc.group_exceptions()
+        for inner, name_note in named:
+            yield from error_leaves(inner, f"{path}.{name_note.name}")
+        for inner in unnamed:
+            yield from error_leaves(inner, path)
+    else:
+        yield exc, path
+
+
+def describe(exc: BaseException) -> str:
+    """A leaf error in words (never the offending value, unless the error's own message has it)."""
+    if isinstance(exc, ForbiddenExtraKeysError):
+        return f"extra fields found ({', '.join(sorted(exc.extra_fields))})"
+    if isinstance(exc, KeyError):
+        return "required field missing"
+    if isinstance(exc, ValueError | TypeError) and str(exc):
+        return str(exc)
+    return "invalid value"

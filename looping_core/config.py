@@ -30,7 +30,7 @@ import attrs
 import cattrs
 
 from looping_core._origins import is_bare_origin
-from looping_core._strict import register_strict_primitives
+from looping_core._strict import describe, error_leaves, register_strict_primitives
 from looping_core.contract import SecretRef
 from looping_core.errors import ConfigError
 
@@ -56,8 +56,9 @@ __all__ = [
 DEFAULT_CONFIG_FILE = "looping.toml"
 CONFIG_ENV_VAR = "LOOPING_CONFIG"
 MAX_WORKERS = 64
-EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 """More server processes than this is a typo, not a deployment."""
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+"""`[server] event_loop`: uvloop when installed, uvloop required, or plain asyncio."""
 
 _NODE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -250,21 +251,11 @@ def _make_converter() -> cattrs.Converter:
 _converter = _make_converter()
 
 
-def _format_error(exc: BaseException, type_: type | None) -> str:
-    if isinstance(exc, ValueError | TypeError) and not isinstance(exc, cattrs.BaseValidationError):
-        message = str(exc)
-        if message:
-            return message
-    if isinstance(exc, KeyError):
-        return "required field missing"
-    return cattrs.v.format_exception(exc, type_)
-
-
 def _structure(data: Any, type_: type[Any], path: str) -> tuple[Any, list[str]]:
     try:
         return _converter.structure(data, type_), []
     except Exception as exc:  # cattrs raises ExceptionGroups of arbitrary leaf errors
-        return None, cattrs.transform_error(exc, path=path, format_exception=_format_error)
+        return None, [f"{describe(leaf)} @ {where}" for leaf, where in error_leaves(exc, path)]
 
 
 def structure_plugin_config(

@@ -99,7 +99,7 @@ class SecretRef:
 
 @attrs.frozen
 class PluginInfo:
-    """Who a plugin is: returned once by `looping_plugin_info`.
+    """Who a plugin is: returned once by the `plugin_info` hook.
 
     - `capability`: one sentence a human reads in `looping plugins list`.
     - `config_type`: an attrs class that `[plugins.<key>]` is structured into (unknown keys are

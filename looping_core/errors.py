@@ -9,10 +9,12 @@ fix it, and they never contain a secret's value.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import attrs
 
 __all__ = [
+    "CheckFailed",
     "ConfigError",
     "LoopingError",
     "PluginProblem",
@@ -24,20 +26,33 @@ class LoopingError(Exception):
     """Base class for every error looping-core raises deliberately."""
 
 
+def problem_list(kind: str, problems: Sequence[object]) -> str:
+    """`N <kind> problem(s):` and one `  - problem` line each: how every list of problems reads."""
+    count = len(problems)
+    lines = [f"{count} {kind} {'problem' if count == 1 else 'problems'}:"]
+    lines.extend(f"  - {problem}" for problem in problems)
+    return "\n".join(lines)
+
+
+class CheckFailed(LoopingError):
+    """A named check refused something: `check` is a stable name for programs, logs and answers
+    (`jku-not-allowed`), `reason` a sentence for people. `subject` says what was checked."""
+
+    subject: ClassVar[str] = "input"
+
+    def __init__(self, check: str, reason: str) -> None:
+        self.check = check
+        self.reason = reason
+        super().__init__(f"{self.subject} rejected ({check}): {reason}")
+
+
 class ConfigError(LoopingError):
     """The config file cannot be used; `problems` lists every reason, each `problem @ $.path`."""
 
     def __init__(self, source: str, problems: Sequence[str]) -> None:
         self.source = source
         self.problems = tuple(problems)
-        super().__init__(self._render())
-
-    def _render(self) -> str:
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        lines = [f"{self.source}: {count} config {noun}:"]
-        lines.extend(f"  - {problem}" for problem in self.problems)
-        return "\n".join(lines)
+        super().__init__(f"{source}: {problem_list('config', self.problems)}")
 
 
 @attrs.frozen
@@ -66,11 +81,7 @@ class PluginProblems(LoopingError):
 
     def __init__(self, problems: Sequence[PluginProblem]) -> None:
         self.problems = tuple(problems)
-        count = len(self.problems)
-        noun = "problem" if count == 1 else "problems"
-        lines = [f"{count} plugin {noun}:"]
-        lines.extend(f"  - {problem.message}" for problem in self.problems)
-        super().__init__("\n".join(lines))
+        super().__init__(problem_list("plugin", [problem.message for problem in self.problems]))
 
     @property
     def codes(self) -> list[str]:

@@ -1,6 +1,6 @@
 """The error table: every error the edge can answer with, its JSON-RPC code and its details.
 
-Handlers raise an `RpcError` subclass; `error_response` turns it into the JSON-RPC error object
+Handlers raise an `RpcError` subclass; `error_object` turns it into the JSON-RPC error object
 with the `google.rpc.ErrorInfo` (and, for invalid params, `google.rpc.BadRequest`) details of
 A2A 1.0 §9.5. Nothing else decides a code.
 """

@@ -26,7 +26,7 @@ from looping_core._origins import origin_of
 from looping_core.a2a._jose import ALGORITHMS, read_unverified, verify_compact
 from looping_core.a2a.jwks import JwksCache, JwksError
 from looping_core.contract import Identity
-from looping_core.errors import LoopingError
+from looping_core.errors import CheckFailed
 
 __all__ = [
     "TokenPolicy",
@@ -37,13 +37,10 @@ __all__ = [
 ]
 
 
-class TokenRejected(LoopingError):
+class TokenRejected(CheckFailed):
     """The token failed `check` (a stable name such as `jku-not-allowed`) for `reason`."""
 
-    def __init__(self, check: str, reason: str) -> None:
-        self.check = check
-        self.reason = reason
-        super().__init__(f"gateway token rejected ({check}): {reason}")
+    subject = "gateway token"
 
 
 def normalize_origins(origins: Iterable[str]) -> frozenset[str]:

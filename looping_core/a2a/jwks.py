@@ -22,17 +22,15 @@ import attrs
 from joserfc.jwk import OKPKey
 
 from looping_core.a2a._jose import public_key
+from looping_core.errors import CheckFailed
 
 __all__ = ["JwksCache", "JwksError"]
 
 
-class JwksError(Exception):
+class JwksError(CheckFailed):
     """A key could not be had: `check` is `unknown-kid` or `jwks-unavailable`."""
 
-    def __init__(self, check: str, reason: str) -> None:
-        self.check = check
-        self.reason = reason
-        super().__init__(f"{check}: {reason}")
+    subject = "gateway key"
 
 
 @attrs.define

@@ -19,7 +19,12 @@ import attrs
 import cattrs
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from looping_core._strict import register_strict_primitives, structure_int
+from looping_core._strict import (
+    describe,
+    error_leaves,
+    register_strict_primitives,
+    structure_int,
+)
 
 __all__ = ["WireError", "camel", "from_wire", "to_wire"]
 
@@ -148,16 +153,9 @@ def from_wire(data: Any, type_: type[_T]) -> _T:
 
 
 def _problems(exc: BaseException) -> list[tuple[str, str]]:
+    """(wire path, problem) pairs: `message.messageId`, `message.parts[0].text`."""
     problems = []
-    for line in cattrs.transform_error(exc, path="", format_exception=_format):
-        message, _, path = line.rpartition(" @ ")
-        problems.append((".".join(camel(part) for part in path.lstrip(".").split(".")), message))
+    for leaf, where in error_leaves(exc, ""):
+        path = ".".join(camel(part) for part in where.lstrip(".").split("."))
+        problems.append((path, describe(leaf)))
     return problems
-
-
-def _format(exc: BaseException, type_: type | None) -> str:
-    if isinstance(exc, KeyError):
-        return "required field missing"
-    if isinstance(exc, ValueError) and str(exc):
-        return str(exc)
-    return cattrs.v.format_exception(exc, type_)

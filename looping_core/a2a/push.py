@@ -30,7 +30,7 @@ from looping_core.a2a._jose import (
     verify_compact,
 )
 from looping_core.a2a.keys import SigningKey
-from looping_core.errors import LoopingError
+from looping_core.errors import CheckFailed, LoopingError
 
 __all__ = [
     "SIGNATURE_HEADER",
@@ -49,12 +49,10 @@ CONTENT_TYPE = "application/a2a+json"
 SIGNATURE_LIFETIME = 300
 
 
-class PushSignatureError(LoopingError):
+class PushSignatureError(CheckFailed):
     """A push's signature does not hold (`check` names which part)."""
 
-    def __init__(self, check: str, reason: str) -> None:
-        self.check = check
-        super().__init__(f"push signature rejected ({check}): {reason}")
+    subject = "push signature"
 
 
 class PushReplayed(LoopingError):

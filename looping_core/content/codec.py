@@ -13,16 +13,16 @@ import base64
 import binascii
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
 import cattrs
 import rfc8785
-from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
+from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
-from looping_core._strict import json_type, register_strict_primitives
+from looping_core._strict import error_leaves, json_type, register_strict_primitives
 from looping_core.content.blocks import BLOCK_TYPES, Block, ResultContent
 from looping_core.content.errors import (
     BlockTooLarge,
@@ -273,7 +273,7 @@ def from_json(document: Any, type_: Any, limits: Limits = DEFAULT_LIMITS) -> Any
     try:
         return _converter.structure(document, type_)
     except Exception as exc:  # cattrs groups arbitrary leaf errors; each becomes a typed error
-        errors = [_typed(leaf, path) for leaf, path in _leaves(exc, "$")]
+        errors = [_typed(leaf, path) for leaf, path in error_leaves(exc, "$")]
         first = errors[0]
         first.others = tuple(errors[1:])
         raise first from None
@@ -337,23 +337,6 @@ def _size(value: Any) -> int:
     if isinstance(value, list):
         return sum(_size(item) for item in value)
     return 8
-
-
-def _leaves(exc: BaseException, path: str) -> Iterator[tuple[BaseException, str]]:
-    if isinstance(exc, IterableValidationError):
-        indexed, unplaced = exc.group_exceptions()
-        for inner, index_note in indexed:
-            yield from _leaves(inner, f"{path}[{index_note.index!r}]")
-        for inner in unplaced:
-            yield from _leaves(inner, path)
-    elif isinstance(exc, ClassValidationError):
-        named, unnamed = exc.group_exceptions()
-        for inner, name_note in named:
-            yield from _leaves(inner, f"{path}.{name_note.name}")
-        for inner in unnamed:
-            yield from _leaves(inner, path)
-    else:
-        yield exc, path
 
 
 def _typed(exc: BaseException, path: str) -> ContentDecodeError:
