@@ -1,0 +1,59 @@
+"""The `looping.toml` config: TOML read with `tomllib` into frozen attrs classes.
+
+Structuring goes through a private cattrs converter that refuses unknown keys, so a typo is an
+error rather than a silently ignored setting. Every problem in a file is reported at once, each as
+`problem @ $.path`, in one `ConfigError` that names the file.
+
+`[plugins.<key>]` tables are kept raw here: only the plugin knows its config type, so the plugin
+host structures them (with `structure_plugin_config`, same converter, same error format) after
+the plugin is loaded.
+
+Adding a section: define a frozen attrs class with defaults, add a field to `Config`, add it to
+`contracts/config.schema.json` and document it in the README.
+"""
+
+from looping_core.config._load import (
+    load_config,
+    parse_config,
+    resolve_config_path,
+    structure_plugin_config,
+)
+from looping_core.config._model import (
+    CONFIG_ENV_VAR,
+    DEFAULT_CONFIG_FILE,
+    EVENT_LOOPS,
+    MAX_WORKERS,
+    CardConfig,
+    Config,
+    PluginsConfig,
+    PushConfig,
+    RetiredKey,
+    RunnerConfig,
+    SecurityConfig,
+    ServerConfig,
+    SkillConfig,
+    StoreConfig,
+    TenantConfig,
+)
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "DEFAULT_CONFIG_FILE",
+    "EVENT_LOOPS",
+    "MAX_WORKERS",
+    "CardConfig",
+    "Config",
+    "PluginsConfig",
+    "PushConfig",
+    "RetiredKey",
+    "RunnerConfig",
+    "SecurityConfig",
+    "ServerConfig",
+    "SkillConfig",
+    "StoreConfig",
+    "TenantConfig",
+    "load_config",
+    "parse_config",
+    "resolve_config_path",
+    "structure_plugin_config",
+]

@@ -1,0 +1,193 @@
+"""What the types alone cannot say: ranges, formats and cross-references, each as a
+`problem @ $.path` line."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import ipaddress
+import re
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from looping_core._origins import is_bare_origin
+from looping_core.config._model import (
+    EVENT_LOOPS,
+    MAX_WORKERS,
+    CardConfig,
+    PluginsConfig,
+    PushConfig,
+    RunnerConfig,
+    SecurityConfig,
+    ServerConfig,
+    TenantConfig,
+)
+
+__all__ = [
+    "AGENT_REF",
+    "PLUGIN_KEY",
+    "TENANT_ID",
+    "check_card",
+    "check_cross_references",
+    "check_runner",
+    "check_security",
+    "check_server",
+]
+
+
+NODE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+PLUGIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+
+def check_server(server: ServerConfig) -> list[str]:
+    problems: list[str] = []
+    if not 0 <= server.port <= 65535:
+        problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
+    if not server.rpc_path.startswith("/"):
+        problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if server.node is not None and not NODE.match(server.node):
+        problems.append(
+            "node must be 1 to 128 letters, digits, '.', '_', ':' or '-' @ $.server.node"
+        )
+    if server.event_loop not in EVENT_LOOPS:
+        problems.append(
+            f"event_loop must be one of {', '.join(EVENT_LOOPS)}, got {server.event_loop!r}"
+            " @ $.server.event_loop"
+        )
+    if not 1 <= server.workers <= MAX_WORKERS:
+        problems.append(
+            f"workers must be between 1 and {MAX_WORKERS}, got {server.workers} @ $.server.workers"
+        )
+    for name in ("header_timeout_seconds", "body_timeout_seconds"):
+        if not 0 < getattr(server, name) <= 3600:
+            problems.append(f"{name} must be above 0 and at most 3600 @ $.server.{name}")
+    if server.max_connections < 1:
+        problems.append("max_connections must be at least 1 @ $.server.max_connections")
+    if server.public_url is not None and not is_base_url(server.public_url):
+        problems.append(
+            "public_url must be an absolute http(s) URL without query or fragment "
+            "@ $.server.public_url"
+        )
+    return problems
+
+
+def check_security(security: SecurityConfig) -> list[str]:
+    problems = []
+    for index, origin in enumerate(security.gateway_origins):
+        where = f"@ $.security.gateway_origins[{index}]"
+        if not is_bare_origin(origin):
+            problems.append(
+                f"{origin!r} is not an origin: write scheme://host[:port] with no path, "
+                f"userinfo, query or fragment {where}"
+            )
+        elif urlsplit(origin).scheme == "http" and not is_loopback(origin):
+            problems.append(
+                f"{origin!r} is plain http on a non-loopback host; gateways are trusted over "
+                f"https only (http is allowed for 127.0.0.1, ::1 and localhost) {where}"
+            )
+    if not 0 <= security.token_leeway_seconds <= 300:
+        problems.append(
+            "token_leeway_seconds must be between 0 and 300 @ $.security.token_leeway_seconds"
+        )
+    for name in ("jwks_cache_seconds", "jwks_refetch_interval_seconds"):
+        if getattr(security, name) < 1:
+            problems.append(f"{name} must be at least 1 @ $.security.{name}")
+    for index, key in enumerate(security.retired_keys):
+        if not is_ed25519_x(key.x):
+            problems.append(
+                "x must be a base64url Ed25519 public key (32 bytes) "
+                f"@ $.security.retired_keys[{index}].x"
+            )
+    return problems
+
+
+def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
+    problems = []
+    if runner.concurrency < 1:
+        problems.append("concurrency must be at least 1 @ $.runner.concurrency")
+    if runner.on_restart not in ("fail", "resume"):
+        problems.append('on_restart must be "fail" or "resume" @ $.runner.on_restart')
+    if not 0 < push.timeout_seconds <= 120:
+        problems.append("timeout_seconds must be above 0 and at most 120 @ $.push.timeout_seconds")
+    if push.max_attempts < 1:
+        problems.append("max_attempts must be at least 1 @ $.push.max_attempts")
+    if push.backoff_seconds <= 0 or push.backoff_max_seconds < push.backoff_seconds:
+        problems.append(
+            "backoff_seconds must be above 0 and at most backoff_max_seconds "
+            "@ $.push.backoff_seconds"
+        )
+    return problems
+
+
+def check_card(card: CardConfig, path: str, *, need_skills: bool) -> list[str]:
+    """Cards are signed; empty strings and lists would verify differently in other SDKs."""
+    problems = [
+        f"must not be empty @ {path}.{name}"
+        for name in ("name", "description", "version")
+        if not getattr(card, name).strip()
+    ]
+    if need_skills and not card.skills:
+        problems.append(f"a card needs at least one skill: add [[...card.skills]] @ {path}.skills")
+    for index, skill in enumerate(card.skills):
+        where = f"{path}.skills[{index}]"
+        problems.extend(
+            f"must not be empty @ {where}.{name}"
+            for name in ("id", "name", "description")
+            if not getattr(skill, name).strip()
+        )
+        if not skill.tags:
+            problems.append(f"a skill needs at least one tag @ {where}.tags")
+        problems.extend(
+            f"must not be empty @ {where}.{field}[{i}]"
+            for field in ("tags", "examples")
+            for i, text in enumerate(getattr(skill, field))
+            if not text.strip()
+        )
+    return problems
+
+
+def check_cross_references(
+    plugins: PluginsConfig, tenants: Mapping[str, TenantConfig]
+) -> list[str]:
+    problems: list[str] = []
+    for tenant_id, tenant in tenants.items():
+        if not AGENT_REF.match(tenant.agent):
+            problems.append(
+                'agent must be "package.module:ClassName" @ $.tenants.' + tenant_id + ".agent"
+            )
+        for index, key in enumerate(tenant.plugins or ()):
+            if key not in plugins.enabled:
+                problems.append(
+                    f"plugin {key!r} is not in plugins.enabled; a tenant can only use enabled "
+                    f"plugins @ $.tenants.{tenant_id}.plugins[{index}]"
+                )
+    return problems
+
+
+def is_base_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and not (parts.query or parts.fragment or parts.username or parts.password)
+    )
+
+
+def is_loopback(origin: str) -> bool:
+    host = urlsplit(origin).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_ed25519_x(value: str) -> bool:
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4))
+    except (ValueError, binascii.Error):
+        return False
+    return len(raw) == 32

@@ -1,0 +1,235 @@
+"""Reading `looping.toml`: TOML to the record types through a strict converter, then the checks;
+every problem in the file at once, in one `ConfigError` that names the file."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import cattrs
+
+from looping_core._strict import describe, error_leaves, register_strict_primitives
+from looping_core.config._checks import (
+    PLUGIN_KEY,
+    TENANT_ID,
+    check_card,
+    check_cross_references,
+    check_runner,
+    check_security,
+    check_server,
+)
+from looping_core.config._model import (
+    CONFIG_ENV_VAR,
+    DEFAULT_CONFIG_FILE,
+    DEFAULT_STUB_CARD,
+    CardConfig,
+    Config,
+    PluginsConfig,
+    PushConfig,
+    RunnerConfig,
+    SecurityConfig,
+    ServerConfig,
+    StoreConfig,
+    TenantConfig,
+)
+from looping_core.contract import SecretRef
+from looping_core.errors import ConfigError
+
+__all__ = ["load_config", "parse_config", "resolve_config_path", "structure_plugin_config"]
+
+
+def _make_converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+
+    def structure_secret(value: object, _: type) -> SecretRef:
+        if not isinstance(value, str):
+            raise ValueError('expected a string of the form "env:NAME"')
+        return SecretRef.parse(value)
+
+    converter.register_structure_hook(SecretRef, structure_secret)
+
+    def structure_date(value: object, _: type) -> datetime.date:
+        if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
+            raise ValueError("expected a TOML date such as 2026-12-31")
+        return value
+
+    converter.register_structure_hook(datetime.date, structure_date)
+    register_strict_primitives(converter)
+    return converter
+
+
+_converter = _make_converter()
+
+
+def _structure(data: Any, type_: type[Any], path: str) -> tuple[Any, list[str]]:
+    try:
+        return _converter.structure(data, type_), []
+    except Exception as exc:  # cattrs raises ExceptionGroups of arbitrary leaf errors
+        return None, [f"{describe(leaf)} @ {where}" for leaf, where in error_leaves(exc, path)]
+
+
+def structure_plugin_config(
+    raw: Mapping[str, Any], config_type: type[Any] | None, path: str
+) -> tuple[Any, list[str]]:
+    """Structure one `[plugins.<key>]` table into the plugin's config type.
+
+    Returns `(config, problems)`; problems are `problem @ $.plugins.<key>...` lines. A plugin
+    without a config type accepts only an absent or empty table.
+    """
+    if config_type is None:
+        if raw:
+            keys = ", ".join(sorted(raw))
+            return None, [f"this plugin takes no settings, found ({keys}) @ {path}"]
+        return None, []
+    return _structure(dict(raw), config_type, path)
+
+
+def resolve_config_path(
+    explicit: str | os.PathLike[str] | None, environ: Mapping[str, str] | None = None
+) -> Path:
+    """The config file to read: `--config`, else `$LOOPING_CONFIG`, else `./looping.toml`."""
+    env = os.environ if environ is None else environ
+    if explicit is not None:
+        return Path(explicit)
+    if env.get(CONFIG_ENV_VAR):
+        return Path(env[CONFIG_ENV_VAR])
+    return Path(DEFAULT_CONFIG_FILE)
+
+
+def load_config(path: str | os.PathLike[str]) -> Config:
+    """Read and validate a config file; raise `ConfigError` listing every problem in it."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            source,
+            [f"file not found; pass --config PATH or set {CONFIG_ENV_VAR} @ $"],
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(source, [f"cannot read the file: {exc} @ $"]) from None
+    return parse_config(text, source=source)
+
+
+def parse_config(text: str, source: str = "<string>") -> Config:
+    """Validate TOML text as a config; raise `ConfigError` listing every problem."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(source, [f"invalid TOML: {exc} @ $"]) from None
+
+    problems: list[str] = []
+    plugins = _parse_plugins(raw.pop("plugins", {}), problems)
+    tenants = _parse_tenants(raw.pop("tenants", {}), problems)
+    server = _parse_section(raw, "server", ServerConfig, problems)
+    security = _parse_section(raw, "security", SecurityConfig, problems)
+    store = _parse_section(raw, "store", StoreConfig, problems)
+    runner = _parse_section(raw, "runner", RunnerConfig, problems)
+    push = _parse_section(raw, "push", PushConfig, problems)
+    card = DEFAULT_STUB_CARD
+    if "card" in raw:
+        card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
+        problems.extend(card_problems)
+    for unknown in raw:
+        problems.append(
+            f"unknown section {unknown!r}; the sections are server, security, store, card, "
+            f"runner, push, plugins and tenants @ $.{unknown}"
+        )
+    problems.extend(check_server(server))
+    problems.extend(check_security(security))
+    problems.extend(check_runner(runner, push))
+    for tenant_id, tenant in tenants.items():
+        problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
+        if not 0 <= tenant.max_wait_seconds <= 600:
+            problems.append(
+                "max_wait_seconds must be between 0 and 600 "
+                f"@ $.tenants.{tenant_id}.max_wait_seconds"
+            )
+    if card is not None:
+        problems.extend(check_card(card, "$.card", need_skills=False))
+    problems.extend(check_cross_references(plugins, tenants))
+    if problems:
+        raise ConfigError(source, problems)
+    return Config(
+        source=source,
+        server=server,
+        security=security,
+        store=store,
+        card=card,
+        runner=runner,
+        push=push,
+        plugins=plugins,
+        tenants=tenants,
+    )
+
+
+_Section = TypeVar("_Section")
+
+
+def _parse_section(
+    raw: dict[str, Any], name: str, type_: type[_Section], problems: list[str]
+) -> _Section:
+    """Structure one plain section; on error record the problems and fall back to defaults."""
+    value, section_problems = _structure(raw.pop(name, {}), type_, f"$.{name}")
+    problems.extend(section_problems)
+    return value if value is not None else type_()
+
+
+def _parse_plugins(raw: object, problems: list[str]) -> PluginsConfig:
+    if not isinstance(raw, dict):
+        problems.append("expected a table @ $.plugins")
+        return PluginsConfig()
+    enabled: list[str] = []
+    raw_enabled = raw.get("enabled", [])
+    if not isinstance(raw_enabled, list):
+        problems.append("expected a list of plugin keys @ $.plugins.enabled")
+        raw_enabled = []
+    for index, key in enumerate(raw_enabled):
+        where = f"$.plugins.enabled[{index}]"
+        if not isinstance(key, str) or not PLUGIN_KEY.match(key):
+            problems.append(f"expected a plugin key (an entry-point name) @ {where}")
+        elif key in enabled:
+            problems.append(f"plugin {key!r} is listed twice @ {where}")
+        else:
+            enabled.append(key)
+    settings: dict[str, Mapping[str, Any]] = {}
+    for key, value in raw.items():
+        if key == "enabled":
+            continue
+        if not isinstance(value, dict):
+            problems.append(
+                f"unknown key {key!r}: [plugins] holds `enabled` and one [plugins.<key>] "
+                f"table per plugin @ $.plugins.{key}"
+            )
+        elif key not in enabled:
+            problems.append(
+                f"settings for plugin {key!r}, which is not in plugins.enabled; enable it or "
+                f"remove the table @ $.plugins.{key}"
+            )
+        else:
+            settings[key] = value
+    return PluginsConfig(enabled=tuple(enabled), settings=settings)
+
+
+def _parse_tenants(raw: object, problems: list[str]) -> dict[str, TenantConfig]:
+    if not isinstance(raw, dict):
+        problems.append("expected a table of [tenants.<id>] tables @ $.tenants")
+        return {}
+    tenants: dict[str, TenantConfig] = {}
+    for tenant_id, table in raw.items():
+        path = f"$.tenants.{tenant_id}"
+        if not TENANT_ID.match(tenant_id):
+            problems.append(
+                "a tenant id is 1-63 characters of lowercase letters, digits, '-' or '_', "
+                f"starting with a letter or digit @ {path}"
+            )
+            continue
+        tenant, tenant_problems = _structure(table, TenantConfig, path)
+        problems.extend(tenant_problems)
+        if tenant is not None:
+            tenants[tenant_id] = tenant
+    return tenants

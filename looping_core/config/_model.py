@@ -1,0 +1,199 @@
+"""The config's record types, as frozen attrs classes with defaults (every section optional)."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from looping_core.contract import SecretRef
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "DEFAULT_CONFIG_FILE",
+    "DEFAULT_STUB_CARD",
+    "EVENT_LOOPS",
+    "MAX_WORKERS",
+    "CardConfig",
+    "Config",
+    "PluginsConfig",
+    "PushConfig",
+    "RetiredKey",
+    "RunnerConfig",
+    "SecurityConfig",
+    "ServerConfig",
+    "SkillConfig",
+    "StoreConfig",
+    "TenantConfig",
+]
+
+DEFAULT_CONFIG_FILE = "looping.toml"
+CONFIG_ENV_VAR = "LOOPING_CONFIG"
+MAX_WORKERS = 64
+"""More server processes than this is a typo, not a deployment."""
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+"""`[server] event_loop`: uvloop when installed, uvloop required, or plain asyncio."""
+
+
+@attrs.frozen
+class ServerConfig:
+    """`[server]`: where the server listens and the URL gateways use to reach it."""
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    public_url: str | None = None
+    """The externally visible base URL; defaults to `http://{host}:{port}`."""
+    rpc_path: str = "/a2a"
+    max_body_bytes: int = 1_048_576
+    """Requests with a larger body are refused before they are parsed."""
+    workers: int = 1
+    """Server processes sharing the listening socket and the store (`looping serve`)."""
+    node: str | None = None
+    """This server's name among the machines sharing one PostgreSQL store (see `node_of`)."""
+    access_log: bool = True
+    """Log every request at INFO (`aiohttp.access`)."""
+    event_loop: str = "auto"
+    """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
+    header_timeout_seconds: float = 30.0
+    """A request's headers must have arrived this long after the connection opened, or after
+    the first byte of a request on a kept-alive connection; else the connection is closed."""
+    body_timeout_seconds: float = 60.0
+    """A request's whole body must have arrived this long after its headers (HTTP 408)."""
+    max_connections: int = 1000
+    """Open connections per server process; more are answered 503 and closed at once."""
+
+    @property
+    def base_url(self) -> str:
+        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @property
+    def endpoint_url(self) -> str:
+        """The JSON-RPC endpoint: what the card advertises and gateway tokens' `aud`."""
+        return self.base_url + self.rpc_path
+
+
+@attrs.frozen
+class SkillConfig:
+    """One skill on a tenant's agent card."""
+
+    id: str
+    name: str
+    description: str
+    tags: tuple[str, ...] = ()
+    examples: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class RetiredKey:
+    """`[[security.retired_keys]]`: a previous public key kept in the JWKS until `until`."""
+
+    kid: str
+    x: str
+    """The Ed25519 public key, base64url (the JWK `x` member)."""
+    until: datetime.date
+
+
+@attrs.frozen
+class SecurityConfig:
+    """`[security]`: the agent's signing key (by indirection) and the gateways it trusts."""
+
+    signing_key: SecretRef = attrs.field(factory=lambda: SecretRef("A2A_SIGNING_KEY"))
+    gateway_origins: tuple[str, ...] = ()
+    """Exact `scheme://host[:port]` origins: https, or http on a loopback host."""
+    retired_keys: tuple[RetiredKey, ...] = ()
+    token_leeway_seconds: int = 30
+    """Clock skew allowed on `exp`, `nbf` and `iat` (at most 300)."""
+    jwks_cache_seconds: int = 300
+    """How long a gateway's key set is used before it is fetched again."""
+    jwks_refetch_interval_seconds: int = 30
+    """At most one refetch per interval per `jku` for an unknown `kid`."""
+
+
+@attrs.frozen
+class CardConfig:
+    """A card's own fields: `[card]` for the deployment's public stub, `[tenants.<id>.card]`."""
+
+    name: str
+    description: str
+    version: str = "0.1.0"
+    skills: tuple[SkillConfig, ...] = ()
+
+
+@attrs.frozen
+class StoreConfig:
+    """`[store]`: the database URL (SQLite by default: one file, nothing to start)."""
+
+    url: str = "sqlite:///looping.db"
+
+
+@attrs.frozen
+class TenantConfig:
+    """`[tenants.<id>]`: one agent behind the shared endpoint."""
+
+    agent: str
+    """The agent class as `"package.module:ClassName"` (imported when the server starts)."""
+    card: CardConfig
+    plugins: tuple[str, ...] | None = None
+    """The subset of `[plugins] enabled` this tenant uses; absent means all of them."""
+    allow_configless: bool = False
+    """Accept SendMessage without an inline push config (the official SDK client, conformance
+    suites); the gateway contract requires one."""
+    max_wait_seconds: int = 30
+    """How long a blocking SendMessage (`returnImmediately: false`) waits for the task to end or
+    ask for input before it returns the task as it is."""
+
+
+@attrs.frozen
+class RunnerConfig:
+    """`[runner]`: the embedded runner that executes turns in-process."""
+
+    concurrency: int = 16
+    """Turns running at once; more wait their turn."""
+    on_restart: str = "fail"
+    """What happens to turns a crash left SUBMITTED or WORKING: "fail" them, or "resume" them."""
+    restart_message: str = "The agent restarted while it was working on this task."
+    """The status message of a task failed by a restart."""
+
+
+@attrs.frozen
+class PushConfig:
+    """`[push]`: delivering push notifications through the durable outbox."""
+
+    timeout_seconds: float = 10.0
+    max_attempts: int = 8
+    max_age_seconds: int = 86_400
+    """A notification older than this is given up (expired), whatever its attempts."""
+    backoff_seconds: float = 1.0
+    """The first retry waits about this long; each further one twice as long (with jitter)."""
+    backoff_max_seconds: float = 300.0
+
+
+@attrs.frozen
+class PluginsConfig:
+    """`[plugins]`: which installed plugins are selected, and each one's raw settings table."""
+
+    enabled: tuple[str, ...] = ()
+    settings: Mapping[str, Mapping[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Config:
+    """The whole config file. `source` is the file it came from (for error messages)."""
+
+    source: str = "<defaults>"
+    server: ServerConfig = ServerConfig()
+    security: SecurityConfig = SecurityConfig()
+    store: StoreConfig = StoreConfig()
+    card: CardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
+    runner: RunnerConfig = RunnerConfig()
+    push: PushConfig = PushConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+
+DEFAULT_STUB_CARD: CardConfig = CardConfig(
+    name="looping-core agents",
+    description="Agents behind one A2A endpoint; ask the gateway for a tenant's own card.",
+)
