@@ -18,7 +18,7 @@ import click
 import peewee
 
 from looping_core import server
-from looping_core.a2a.keys import generate_signing_key
+from looping_core.a2a import generate_signing_key
 from looping_core.agent import load_agent_class
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import unused_port
 
-from looping_core.a2a.card import verify_card
-from looping_core.a2a.keys import SigningKey
+from looping_core.a2a import SigningKey, verify_card
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

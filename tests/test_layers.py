@@ -102,15 +102,15 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("looping_core.a2a.models", "from looping_core.store import TaskStore\n"),
+        ("looping_core.a2a._models", "from looping_core.store import TaskStore\n"),
         ("looping_core.store._turns", "import looping_core.server\n"),
-        ("looping_core.content.blocks", "from looping_core.a2a import parts\n"),
+        ("looping_core.content._blocks", "from looping_core.a2a import parts\n"),
         (
             "looping_core.agent",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
             "    from looping_core.runner import EmbeddedRunner\n",
         ),
-        ("looping_core.a2a.models", "def f():\n    from ..server import create_app\n"),
+        ("looping_core.a2a._models", "def f():\n    from ..server import create_app\n"),
     ],
 )
 def test_the_check_catches_an_upward_import(module: str, source: str) -> None:

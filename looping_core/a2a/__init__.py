@@ -1,12 +1,100 @@
-"""The zero-trust A2A 1.0 edge.
+"""The A2A 1.0 protocol, as an agent behind a gateway speaks it (no server in here).
 
-- `keys`: the agent's Ed25519 signing key and JWKS;
-- `card`: the signed stub card, tenants' cards, `verify_card`;
-- `gateway_token`: `verify_gateway_token` (four checks in a fixed order, then the claims);
-- `jwks`: fetching gateways' key sets without amplification;
-- `models` + `protojson`: the wire models and their ProtoJSON converter;
-- `jsonrpc` + `errors`: the method table and the error table;
-- `edge` + `methods`: the HTTP handlers and the A2A methods they dispatch to.
+What an app, a plugin or a gateway's peer imports: the wire types an agent sees; the ProtoJSON
+converter; blocks to and from parts; the agent's signing key; verifying signed cards, gateway
+tokens and pushes (`verify_push` with `SeenPushes` to drop repeated ones). The server's own
+machinery (JSON-RPC envelopes and the error table, the grammar of what is accepted, the key-set
+cache, card signing) lives in the private modules beside this one.
 """
 
-__all__: list[str] = []
+from looping_core.a2a._card import (
+    CardSignatureError,
+    verify_card,
+)
+from looping_core.a2a._errors import (
+    RpcError,
+)
+from looping_core.a2a._gateway_token import (
+    TokenPolicy,
+    TokenRejected,
+    verify_gateway_token,
+)
+from looping_core.a2a._keys import (
+    SigningKey,
+    SigningKeyError,
+    generate_signing_key,
+)
+from looping_core.a2a._models import (
+    TERMINAL_STATES,
+    AgentCard,
+    Artifact,
+    AuthenticationInfo,
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+)
+from looping_core.a2a._parts import (
+    UnsupportedPart,
+    block_to_part,
+    blocks_to_parts,
+    part_to_block,
+    parts_to_blocks,
+)
+from looping_core.a2a._protojson import (
+    WireError,
+    from_wire,
+    to_wire,
+)
+from looping_core.a2a._push import (
+    SIGNATURE_HEADER,
+    TOKEN_HEADER,
+    MemorySeenPushes,
+    PushReplayed,
+    PushSignatureError,
+    SeenPushes,
+    verify_push,
+)
+
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TERMINAL_STATES",
+    "TOKEN_HEADER",
+    "AgentCard",
+    "Artifact",
+    "AuthenticationInfo",
+    "CardSignatureError",
+    "MemorySeenPushes",
+    "Message",
+    "Part",
+    "PushReplayed",
+    "PushSignatureError",
+    "Role",
+    "RpcError",
+    "SeenPushes",
+    "SigningKey",
+    "SigningKeyError",
+    "StreamResponse",
+    "Task",
+    "TaskPushNotificationConfig",
+    "TaskState",
+    "TaskStatus",
+    "TokenPolicy",
+    "TokenRejected",
+    "UnsupportedPart",
+    "WireError",
+    "block_to_part",
+    "blocks_to_parts",
+    "from_wire",
+    "generate_signing_key",
+    "part_to_block",
+    "parts_to_blocks",
+    "to_wire",
+    "verify_card",
+    "verify_gateway_token",
+    "verify_push",
+]

@@ -21,7 +21,7 @@ from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
 if TYPE_CHECKING:  # the A2A wire types are the edge's; an agent only reads this one
-    from looping_core.a2a.models import Message as A2AMessage
+    from looping_core.a2a import Message as A2AMessage
 
 __all__ = [
     "Agent",

@@ -1,15 +1,17 @@
 """The conversation vocabulary every layer speaks: blocks, messages, usage, stream chunks.
 
-- `blocks`: the closed set of content blocks;
-- `messages`: user, assistant (with usage), system and tool-result messages;
-- `usage`: token counts with derived totals and saturating addition;
-- `stream`: stream chunks and the `Accumulator` that folds them into blocks;
-- `codec`: strict JSON decoding and canonical encoding;
-- `clone`: the one way to copy content;
-- `a2a`: blocks to and from A2A parts (imports the A2A models; import it only where needed).
+- blocks: the closed set of content blocks;
+- messages: user, assistant (with usage), system and tool-result messages;
+- `Usage`: token counts with derived totals and saturating addition;
+- stream chunks and the `Accumulator` that folds them into blocks;
+- the codec: strict JSON decoding (`decode_*`, typed errors naming the field) and canonical
+  encoding (`encode`);
+- `clone`: the one way to copy content.
+
+Blocks to and from A2A parts are the protocol's (`looping_core.a2a`).
 """
 
-from looping_core.content.blocks import (
+from looping_core.content._blocks import (
     AudioBlock,
     Block,
     DocumentBlock,
@@ -21,8 +23,34 @@ from looping_core.content.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from looping_core.content.clone import clone
-from looping_core.content.messages import (
+from looping_core.content._clone import (
+    clone,
+)
+from looping_core.content._codec import (
+    DEFAULT_LIMITS,
+    Limits,
+    decode,
+    decode_block,
+    decode_conversation,
+    decode_message,
+    decode_usage,
+    encode,
+)
+from looping_core.content._errors import (
+    AccumulatorError,
+    BlockTooLarge,
+    ContentDecodeError,
+    ContentError,
+    InvalidText,
+    InvalidValue,
+    MissingField,
+    NoA2AForm,
+    TooManyBlocks,
+    UnknownField,
+    UnknownTag,
+    WrongType,
+)
+from looping_core.content._messages import (
     AssistantMessage,
     Conversation,
     Message,
@@ -30,25 +58,63 @@ from looping_core.content.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from looping_core.content.usage import Usage
+from looping_core.content._stream import (
+    Accumulator,
+    Chunk,
+    ImageChunk,
+    RefusalChunk,
+    TextChunk,
+    ThinkingChunk,
+    ToolUseChunk,
+)
+from looping_core.content._usage import (
+    Usage,
+)
 
 __all__ = [
+    "DEFAULT_LIMITS",
+    "Accumulator",
+    "AccumulatorError",
     "AssistantMessage",
     "AudioBlock",
     "Block",
+    "BlockTooLarge",
+    "Chunk",
+    "ContentDecodeError",
+    "ContentError",
     "Conversation",
     "DocumentBlock",
     "ImageBlock",
+    "ImageChunk",
+    "InvalidText",
+    "InvalidValue",
+    "Limits",
     "Message",
+    "MissingField",
+    "NoA2AForm",
     "ProviderPayload",
     "RefusalBlock",
+    "RefusalChunk",
     "SystemMessage",
     "TextBlock",
+    "TextChunk",
     "ThinkingBlock",
+    "ThinkingChunk",
+    "TooManyBlocks",
     "ToolResultBlock",
     "ToolResultMessage",
     "ToolUseBlock",
+    "ToolUseChunk",
+    "UnknownField",
+    "UnknownTag",
     "Usage",
     "UserMessage",
+    "WrongType",
     "clone",
+    "decode",
+    "decode_block",
+    "decode_conversation",
+    "decode_message",
+    "decode_usage",
+    "encode",
 ]

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import aiohttp
 
-from looping_core.a2a.grammar import undeliverable_reason
-from looping_core.a2a.push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
+from looping_core.a2a._grammar import undeliverable_reason
+from looping_core.a2a._push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
 from looping_core.config import PushConfig
 from looping_core.store import OutboxItem, TaskStore, now_us
 

@@ -15,14 +15,28 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping
 
-from looping_core.a2a.models import Artifact, Message, Part, Role, TaskState
-from looping_core.a2a.parts import block_to_part, parts_to_blocks
+from looping_core.a2a import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    TaskState,
+    block_to_part,
+    parts_to_blocks,
+)
 from looping_core.agent import Agent, TurnInput, TurnOutcome, TurnResult
 from looping_core.config import RunnerConfig
-from looping_core.content import AssistantMessage, Block, RefusalBlock, TextBlock, UserMessage
+from looping_core.content import (
+    AssistantMessage,
+    AudioBlock,
+    Block,
+    ContentError,
+    ImageBlock,
+    RefusalBlock,
+    TextBlock,
+    UserMessage,
+)
 from looping_core.content import Message as ContentMessage
-from looping_core.content.blocks import AudioBlock, ImageBlock
-from looping_core.content.errors import ContentError
 from looping_core.contract import SessionRef, Turn
 from looping_core.plugins import PluginHost
 from looping_core.store import TaskStore

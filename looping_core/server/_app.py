@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Callable, Mapping
 import aiohttp
 from aiohttp import web
 
-from looping_core.a2a.jwks import JwksCache
-from looping_core.a2a.push import PushSigner
+from looping_core.a2a._jwks import JwksCache
+from looping_core.a2a._push import PushSigner
 from looping_core.agent import Agent, AgentContext, load_agent_class
 from looping_core.config import Config
 from looping_core.contract import PluginStore

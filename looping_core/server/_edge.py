@@ -20,8 +20,13 @@ import attrs
 from aiohttp import web
 
 from looping_core import store
-from looping_core.a2a.card import SignedCard, build_stub_card, build_tenant_card, sign_card
-from looping_core.a2a.errors import (
+from looping_core.a2a import (
+    TokenPolicy,
+    TokenRejected,
+    verify_gateway_token,
+)
+from looping_core.a2a._card import SignedCard, build_stub_card, build_tenant_card, sign_card
+from looping_core.a2a._errors import (
     InternalError,
     InvalidParams,
     PayloadTooLarge,
@@ -36,12 +41,7 @@ from looping_core.a2a.errors import (
     error_object,
     spec_of,
 )
-from looping_core.a2a.gateway_token import (
-    TokenPolicy,
-    TokenRejected,
-    verify_gateway_token,
-)
-from looping_core.a2a.jsonrpc import (
+from looping_core.a2a._jsonrpc import (
     EnvelopeError,
     Method,
     RpcCall,
@@ -50,7 +50,7 @@ from looping_core.a2a.jsonrpc import (
     parse_params,
     response,
 )
-from looping_core.a2a.keys import SigningKey, jwks_document, load_signing_key
+from looping_core.a2a._keys import SigningKey, jwks_document, load_signing_key
 from looping_core.config import Config
 from looping_core.contract import Identity
 from looping_core.server._services import SERVICES, Services

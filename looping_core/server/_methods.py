@@ -13,11 +13,12 @@ from typing import Any
 import attrs
 import rfc8785
 
-from looping_core.a2a.errors import ContentTypeNotSupported, InvalidParams
-from looping_core.a2a.gateway_token import origin_of
-from looping_core.a2a.grammar import id_problem, push_target_problems
-from looping_core.a2a.jsonrpc import Method
-from looping_core.a2a.models import (
+from looping_core.a2a import part_to_block, to_wire
+from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams
+from looping_core.a2a._gateway_token import origin_of
+from looping_core.a2a._grammar import id_problem, push_target_problems
+from looping_core.a2a._jsonrpc import Method
+from looping_core.a2a._models import (
     CancelTaskRequest,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
@@ -34,9 +35,7 @@ from looping_core.a2a.models import (
     Task,
     TaskPushNotificationConfig,
 )
-from looping_core.a2a.parts import part_to_block
-from looping_core.a2a.protojson import to_wire
-from looping_core.content.errors import ContentError
+from looping_core.content import ContentError
 from looping_core.server._edge import CallContext
 
 __all__ = ["METHODS"]

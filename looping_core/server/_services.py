@@ -10,8 +10,8 @@ import attrs
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from looping_core.a2a.jsonrpc import Method
-    from looping_core.a2a.jwks import JwksCache
+    from looping_core.a2a._jsonrpc import Method
+    from looping_core.a2a._jwks import JwksCache
     from looping_core.runner import EmbeddedRunner
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge

@@ -11,9 +11,8 @@ from typing import Any
 
 import attrs
 
-from looping_core.a2a.grammar import printable, undeliverable_reason
-from looping_core.a2a.models import StreamResponse
-from looping_core.a2a.protojson import to_wire
+from looping_core.a2a import StreamResponse, to_wire
+from looping_core.a2a._grammar import printable, undeliverable_reason
 from looping_core.store._models import PushAttempt, PushOutbox
 from looping_core.store._rows import StoreBase, now_us
 

@@ -8,8 +8,7 @@ import uuid
 
 import attrs
 
-from looping_core.a2a.models import TaskPushNotificationConfig
-from looping_core.a2a.protojson import from_wire
+from looping_core.a2a import TaskPushNotificationConfig, from_wire
 from looping_core.contract import Identity
 from looping_core.store._errors import PushConfigNotFound
 from looping_core.store._models import PushConfigRow, PushOutbox

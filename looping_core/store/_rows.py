@@ -11,15 +11,16 @@ from typing import Any
 
 import attrs
 
-from looping_core.a2a.models import (
+from looping_core.a2a import (
     TERMINAL_STATES,
     Artifact,
     Message,
     Task,
     TaskState,
     TaskStatus,
+    from_wire,
+    to_wire,
 )
-from looping_core.a2a.protojson import from_wire, to_wire
 from looping_core.contract import Identity
 from looping_core.store._db import Database
 from looping_core.store._errors import TaskNotFound

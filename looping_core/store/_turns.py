@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 import peewee
 
-from looping_core.a2a.models import (
+from looping_core.a2a import (
     TERMINAL_STATES,
     Artifact,
     Message,

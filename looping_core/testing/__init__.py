@@ -14,9 +14,9 @@ The pytest plugin (loaded automatically through the `pytest11` entry point; no a
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
+from looping_core.testing._gateway import FakeGateway, make_gateway_token
+from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
-from looping_core.testing.gateway import FakeGateway, make_gateway_token
-from looping_core.testing.keys import ed25519_private_jwk, public_jwk_of
 
 __all__ = [
     "FakeGateway",

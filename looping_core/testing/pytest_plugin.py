@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._validation import PluginValidator
-from looping_core.testing.gateway import FakeGateway
 
 __all__ = ["fake_gateway", "plugin_validator"]
 

@@ -13,9 +13,8 @@ from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 from google.protobuf.json_format import ParseDict
 from jwt.api_jwk import PyJWK
 
-from looping_core.a2a.card import CardSignatureError, canonical_card_bytes, verify_card
-from looping_core.a2a.models import AgentCard
-from looping_core.a2a.protojson import from_wire, to_wire
+from looping_core.a2a import AgentCard, from_wire, to_wire
+from looping_core.a2a._card import CardSignatureError, canonical_card_bytes, verify_card
 from looping_core.testing import FakeGateway, ed25519_private_jwk, public_jwk_of
 
 from a2a_support import RunningAgent

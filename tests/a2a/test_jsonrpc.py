@@ -10,8 +10,8 @@ import pytest
 from google.protobuf.json_format import ParseDict
 from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
 
-from looping_core.a2a.errors import InvalidParams
-from looping_core.a2a.jsonrpc import Method
+from looping_core.a2a._errors import InvalidParams
+from looping_core.a2a._jsonrpc import Method
 from looping_core.server import SERVICES
 from looping_core.testing import FakeGateway
 

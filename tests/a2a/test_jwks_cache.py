@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 
-from looping_core.a2a.jwks import JwksCache, JwksError
+from looping_core.a2a._jwks import JwksCache, JwksError
 from looping_core.testing import FakeGateway
 
 

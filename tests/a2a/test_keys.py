@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from looping_core.a2a.keys import (
+from looping_core.a2a._keys import (
     SigningKey,
     SigningKeyError,
     generate_signing_key,

@@ -6,13 +6,12 @@ import pytest
 from a2a.types import Part as ProtoPart
 from google.protobuf.json_format import ParseDict
 
-from looping_core.a2a.models import Part
-from looping_core.a2a.parts import UnsupportedPart, block_to_part, part_to_block
-from looping_core.a2a.protojson import from_wire, to_wire
+from looping_core.a2a import Part, UnsupportedPart, block_to_part, from_wire, part_to_block, to_wire
 from looping_core.content import (
     AudioBlock,
     DocumentBlock,
     ImageBlock,
+    NoA2AForm,
     ProviderPayload,
     RefusalBlock,
     TextBlock,
@@ -20,7 +19,6 @@ from looping_core.content import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from looping_core.content.errors import NoA2AForm
 
 ROUND_TRIPS = [
     TextBlock("hello"),

@@ -8,8 +8,8 @@ import enum
 import attrs
 import pytest
 
-from looping_core.a2a.models import AgentCapabilities, AgentInterface, GetExtendedAgentCardRequest
-from looping_core.a2a.protojson import WireError, from_wire, to_wire
+from looping_core.a2a import WireError, from_wire, to_wire
+from looping_core.a2a._models import AgentCapabilities, AgentInterface, GetExtendedAgentCardRequest
 
 
 class State(enum.Enum):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from looping_core.a2a.keys import SigningKey
-from looping_core.a2a.push import (
+from looping_core.a2a import SigningKey
+from looping_core.a2a._push import (
     SIGNATURE_HEADER,
     MemorySeenPushes,
     PushReplayed,

@@ -21,7 +21,7 @@ from a2a.types import (
 )
 from google.protobuf.json_format import ParseDict
 
-from looping_core.a2a.models import Message, Part, Role, TaskState
+from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.contract import Identity
 from looping_core.server import SERVICES
 from looping_core.testing import FakeGateway

@@ -8,31 +8,27 @@ import pytest
 
 from looping_core.content import (
     AssistantMessage,
+    BlockTooLarge,
+    ContentDecodeError,
     ImageBlock,
+    InvalidText,
+    InvalidValue,
+    Limits,
+    MissingField,
     RefusalBlock,
     TextBlock,
     ToolUseBlock,
+    TooManyBlocks,
+    UnknownField,
+    UnknownTag,
     UserMessage,
+    WrongType,
     clone,
-)
-from looping_core.content.codec import (
-    Limits,
     decode,
     decode_block,
     decode_conversation,
     decode_message,
     encode,
-)
-from looping_core.content.errors import (
-    BlockTooLarge,
-    ContentDecodeError,
-    InvalidText,
-    InvalidValue,
-    MissingField,
-    TooManyBlocks,
-    UnknownField,
-    UnknownTag,
-    WrongType,
 )
 
 SECRET = "sk-live-DO-NOT-ECHO"

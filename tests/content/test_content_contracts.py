@@ -9,8 +9,8 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-from looping_core.content.codec import RECORDS, decode, encode
-from looping_core.content.errors import ContentDecodeError
+from looping_core.content import ContentDecodeError
+from looping_core.content._codec import RECORDS, decode, encode
 
 CONTRACTS = Path(__file__).parents[2] / "contracts"
 SCHEMAS = CONTRACTS / "content"

@@ -16,6 +16,7 @@ from referencing import Registry, Resource
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
+    ContentDecodeError,
     DocumentBlock,
     ImageBlock,
     ProviderPayload,
@@ -29,7 +30,7 @@ from looping_core.content import (
     Usage,
     UserMessage,
 )
-from looping_core.content.codec import (
+from looping_core.content._codec import (
     RECORDS,
     decode,
     decode_conversation,
@@ -37,8 +38,7 @@ from looping_core.content.codec import (
     encode,
     to_json,
 )
-from looping_core.content.errors import ContentDecodeError
-from looping_core.content.usage import MAX_TOKENS
+from looping_core.content._usage import MAX_TOKENS
 
 SCHEMAS = Path(__file__).parents[2] / "contracts" / "content"
 _resources = [

@@ -5,21 +5,19 @@ from __future__ import annotations
 import pytest
 
 from looping_core.content import (
+    Accumulator,
+    AccumulatorError,
+    Chunk,
     ImageBlock,
+    ImageChunk,
     ProviderPayload,
     RefusalBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
-)
-from looping_core.content.errors import AccumulatorError
-from looping_core.content.stream import (
-    Accumulator,
-    Chunk,
-    ImageChunk,
     RefusalChunk,
+    TextBlock,
     TextChunk,
+    ThinkingBlock,
     ThinkingChunk,
+    ToolUseBlock,
     ToolUseChunk,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from looping_core.content import Usage
-from looping_core.content.usage import MAX_TOKENS
+from looping_core.content._usage import MAX_TOKENS
 
 
 def test_totals_are_derived() -> None:

@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import psycopg2
 import pytest
 
-from looping_core.a2a.models import (
+from looping_core.a2a import (
     Message,
     Part,
     Role,

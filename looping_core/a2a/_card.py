@@ -27,8 +27,8 @@ from looping_core.a2a._jose import (
     sign_compact,
     verify_compact,
 )
-from looping_core.a2a.keys import SigningKey
-from looping_core.a2a.models import (
+from looping_core.a2a._keys import SigningKey
+from looping_core.a2a._models import (
     AgentCapabilities,
     AgentCard,
     AgentCardSignature,
@@ -39,7 +39,7 @@ from looping_core.a2a.models import (
     SecurityScheme,
     StringList,
 )
-from looping_core.a2a.protojson import to_wire
+from looping_core.a2a._protojson import to_wire
 from looping_core.config import CardConfig, Config, SkillConfig, TenantConfig
 from looping_core.errors import LoopingError
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from looping_core.content.blocks import (
+from looping_core.content._blocks import (
     ImageBlock,
     ProviderPayload,
     RefusalBlock,
@@ -20,8 +20,8 @@ from looping_core.content.blocks import (
     ThinkingBlock,
     ToolUseBlock,
 )
-from looping_core.content.errors import AccumulatorError
-from looping_core.content.messages import AssistantContent
+from looping_core.content._errors import AccumulatorError
+from looping_core.content._messages import AssistantContent
 
 __all__ = [
     "Accumulator",

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from looping_core.content.blocks import (
+from looping_core.content._blocks import (
     AudioBlock,
     DocumentBlock,
     ImageBlock,
@@ -17,7 +17,7 @@ from looping_core.content.blocks import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from looping_core.content.usage import Usage
+from looping_core.content._usage import Usage
 
 __all__ = [
     "MESSAGE_TYPES",

@@ -29,7 +29,7 @@ from looping_core.a2a._jose import (
     sign_compact,
     verify_compact,
 )
-from looping_core.a2a.keys import SigningKey
+from looping_core.a2a._keys import SigningKey
 from looping_core.errors import CheckFailed, LoopingError
 
 __all__ = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from looping_core.a2a.keys import SigningKey, generate_signing_key
+from looping_core.a2a import SigningKey, generate_signing_key
 
 __all__ = ["ed25519_private_jwk", "public_jwk_of"]
 

@@ -24,10 +24,9 @@ import aiohttp
 import attrs
 from aiohttp import web
 
+from looping_core.a2a import SigningKey, verify_push
 from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
-from looping_core.a2a.keys import SigningKey
-from looping_core.a2a.push import verify_push
-from looping_core.testing.keys import ed25519_private_jwk
+from looping_core.testing._keys import ed25519_private_jwk
 
 __all__ = ["FakeGateway", "ReceivedPush", "make_gateway_token"]
 

@@ -23,8 +23,8 @@ from cattrs.errors import ForbiddenExtraKeysError
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn
 
 from looping_core._strict import error_leaves, json_type, register_strict_primitives
-from looping_core.content.blocks import BLOCK_TYPES, Block, ResultContent
-from looping_core.content.errors import (
+from looping_core.content._blocks import BLOCK_TYPES, Block, ResultContent
+from looping_core.content._errors import (
     BlockTooLarge,
     ContentDecodeError,
     InvalidText,
@@ -35,8 +35,8 @@ from looping_core.content.errors import (
     UnknownTag,
     WrongType,
 )
-from looping_core.content.messages import MESSAGE_TYPES, AssistantContent, Message, UserContent
-from looping_core.content.usage import Usage
+from looping_core.content._messages import MESSAGE_TYPES, AssistantContent, Message, UserContent
+from looping_core.content._usage import Usage
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -19,10 +19,17 @@ from typing import Any
 
 import rfc8785
 
-from looping_core.a2a.models import Part
-from looping_core.content.blocks import AudioBlock, Block, DocumentBlock, ImageBlock, TextBlock
-from looping_core.content.errors import ContentError, NoA2AForm
-from looping_core.content.messages import UserContent
+from looping_core.a2a._models import Part
+from looping_core.content import (
+    AudioBlock,
+    Block,
+    ContentError,
+    DocumentBlock,
+    ImageBlock,
+    NoA2AForm,
+    TextBlock,
+)
+from looping_core.content._messages import UserContent
 
 __all__ = [
     "UnsupportedPart",

@@ -13,15 +13,15 @@ from typing import Any
 
 import attrs
 
-from looping_core.a2a.errors import (
+from looping_core.a2a._errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
     ParseError,
     RpcError,
 )
-from looping_core.a2a.grammar import MAX_SAFE_INTEGER, is_well_formed, json_problem
-from looping_core.a2a.protojson import WireError, from_wire
+from looping_core.a2a._grammar import MAX_SAFE_INTEGER, is_well_formed, json_problem
+from looping_core.a2a._protojson import WireError, from_wire
 
 __all__ = ["Method", "RpcCall", "RpcId", "parse_envelope", "parse_params", "response"]
 

@@ -24,7 +24,7 @@ from joserfc.errors import JoseError
 
 from looping_core._origins import origin_of
 from looping_core.a2a._jose import ALGORITHMS, read_unverified, verify_compact
-from looping_core.a2a.jwks import JwksCache, JwksError
+from looping_core.a2a._jwks import JwksCache, JwksError
 from looping_core.contract import Identity
 from looping_core.errors import CheckFailed
 
