@@ -7,7 +7,6 @@ inside a function or under `TYPE_CHECKING`: each is a dependency someone must ke
 from __future__ import annotations
 
 import ast
-import pkgutil
 from pathlib import Path
 
 import pytest
@@ -32,8 +31,17 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 """Bottom up; a module belongs to the layer of its longest matching prefix."""
 
 ROOT = Path(looping_core.__file__).parent
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+# Read from the files, never imported: an upward import can make an import cycle, and a walk that
+# imports packages would then skip them silently.
 MODULES = sorted(
-    info.name for info in pkgutil.walk_packages(looping_core.__path__, "looping_core.")
+    _module_name(path) for path in ROOT.rglob("*.py") if path.parent.name != "__pycache__"
 )
 
 
@@ -64,7 +72,7 @@ def imported_modules(source: str, module: str, is_package: bool) -> set[str]:
                 base = f"{anchor}.{base}" if base else anchor
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    known = set(MODULES) | {"looping_core"}
+    known = set(MODULES)
     return {name for name in found if name in known}
 
 
@@ -86,7 +94,8 @@ def _source(module: str) -> tuple[str, bool]:
 
 
 def test_every_module_is_in_a_layer() -> None:
-    assert len(MODULES) > 40
+    assert "looping_core.store._turns" in MODULES
+    assert "looping_core" in MODULES
     for module in MODULES:
         layer_of(module)
 
