@@ -58,8 +58,9 @@ HEAD = "SELECT id, context_id, state, status_message, status_ts FROM tasks"
 
 
 class StoreBase:
-    """The database and whose rows these are; every public method of the store's parts runs its
-    work on the database's thread with `self._db.run(self._<name>, ...)`.
+    """The database and whose rows these are. Every public method of the store's parts is a
+    coroutine that hands its work (a method or a closure, store-thread code) to `self._db.run`;
+    nothing else touches the database.
 
     The hot path (a turn's writes, snapshots, the outbox) is plain parameterized SQL: building
     peewee queries cost more than running them. The schema itself is the peewee models'.
