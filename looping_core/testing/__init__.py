@@ -16,11 +16,15 @@ fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
+from looping_core.testing._models import FakeModelServer, Reply, ScriptedModel
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
 
 __all__ = [
     "FakeGateway",
+    "FakeModelServer",
     "PluginValidator",
+    "Reply",
+    "ScriptedModel",
     "assert_plugin_valid",
     "ed25519_private_jwk",
     "make_gateway_token",

@@ -1,0 +1,185 @@
+"""The model runtime's seam: what an agent asks a chat model, what streams back, and what can go
+wrong, independent of any provider.
+
+A `ChatModel` takes a `ModelRequest` (system text, messages and tool specs in the content
+vocabulary) and streams `content` chunks, then one `StreamEnd` with the usage and why it stopped.
+`respond` folds that stream with the content `Accumulator` into one `ModelResponse`.
+`respond_with_fallback` tries an ordered list of models: a retryable failure (the endpoint is
+down, slow, rate-limited or failing: `ModelUnavailable`) moves to the next one; anything else is
+the model's answer or a mistake in the request, and no other model would do better.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+
+from looping_core.content import (
+    Accumulator,
+    AccumulatorError,
+    AssistantMessage,
+    Chunk,
+    Message,
+    ToolUseBlock,
+    Usage,
+)
+from looping_core.errors import LoopingError
+
+__all__ = [
+    "STOP_REASONS",
+    "ChatModel",
+    "ContextTooLong",
+    "ModelError",
+    "ModelEvent",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelUnavailable",
+    "StreamEnd",
+    "ToolSpec",
+    "respond",
+    "respond_with_fallback",
+]
+
+_log = logging.getLogger("looping_core.agent")
+
+STOP_REASONS = frozenset({"end", "tool_use", "max_tokens", "refusal", "content_filter"})
+"""Why a response stopped: it was done, it calls tools, it hit its output limit, it declined, or a
+provider's filter cut it."""
+
+
+@attrs.frozen
+class ToolSpec:
+    """A tool as a model sees it: its name, what it does, and its arguments' JSON Schema."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: {"type": "object", "properties": {}}
+    )
+
+
+@attrs.frozen
+class ModelRequest:
+    """One call to a chat model. `system` is the app's text (core writes none)."""
+
+    messages: tuple[Message, ...]
+    system: str = ""
+    tools: tuple[ToolSpec, ...] = ()
+    max_output_tokens: int | None = None
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    """Provider options passed through as they are (temperature, seed, ...)."""
+
+
+@attrs.frozen
+class StreamEnd:
+    """The last event of a stream: what the response used and why it stopped."""
+
+    usage: Usage
+    stop_reason: str
+    model: str = ""
+    """The model that answered, as the provider names it."""
+
+
+ModelEvent = Chunk | StreamEnd
+
+
+@attrs.frozen
+class ModelResponse:
+    """A whole response: the assistant message (its usage included), why it stopped, and which
+    of the models tried served it (`served_by`, a `ChatModel.label`)."""
+
+    message: AssistantMessage
+    stop_reason: str
+    served_by: str
+    model: str = ""
+
+    @property
+    def tool_calls(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(block for block in self.message.content if isinstance(block, ToolUseBlock))
+
+
+class ChatModel(Protocol):
+    """A chat model. Implementations map the content vocabulary to their API and back."""
+
+    @property
+    def label(self) -> str:
+        """Which model this is, for records and logs (`openai:gpt-4o-mini`); never a secret."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Chunks as they arrive, then exactly one `StreamEnd`. Raises `ModelError`."""
+
+    async def aclose(self) -> None:
+        """Release the model's connections; it is not used again."""
+
+
+class ModelError(LoopingError):
+    """A model call failed. `retryable`: another model (or a later try) may succeed."""
+
+    retryable = False
+
+    def __init__(self, label: str, reason: str) -> None:
+        self.label = label
+        self.reason = reason
+        super().__init__(f"model {label}: {reason}")
+
+
+class ModelUnavailable(ModelError):
+    """The endpoint failed to answer: connection, timeout, rate limit (429) or a 5xx, after the
+    client's own retries."""
+
+    retryable = True
+
+
+class ContextTooLong(ModelError):
+    """The request does not fit the model's context window (the caller compacts and retries)."""
+
+
+async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
+    """The whole response of one model: its stream folded into an assistant message."""
+    accumulator = Accumulator()
+    end: StreamEnd | None = None
+    try:
+        async for event in model.stream(request):
+            if end is not None:
+                raise ModelError(model.label, "the stream went on after its end")
+            if isinstance(event, StreamEnd):
+                end = event
+            else:
+                accumulator.feed(event)
+        blocks = accumulator.blocks()
+    except AccumulatorError as exc:
+        raise ModelError(model.label, f"malformed stream: {exc}") from None
+    if end is None:
+        raise ModelUnavailable(model.label, "the stream ended before the response did")
+    if end.stop_reason not in STOP_REASONS:
+        raise ModelError(model.label, f"unknown stop reason {end.stop_reason!r}")
+    return ModelResponse(
+        message=AssistantMessage(tuple(blocks), usage=end.usage),
+        stop_reason=end.stop_reason,
+        served_by=model.label,
+        model=end.model,
+    )
+
+
+async def respond_with_fallback(
+    models: Sequence[ChatModel], request: ModelRequest
+) -> ModelResponse:
+    """The first model's response, or, when it is unavailable, the next one's, in order.
+
+    Raises the last `ModelUnavailable` when none could answer, and any other `ModelError` at
+    once (a request another model would refuse too, or a model's malformed answer).
+    """
+    if not models:
+        raise ValueError("respond_with_fallback needs at least one model")
+    last: ModelUnavailable | None = None
+    for model in models:
+        try:
+            return await respond(model, request)
+        except ModelUnavailable as exc:
+            _log.warning("%s; trying the next model", exc)
+            last = exc
+    assert last is not None
+    raise last

@@ -1,0 +1,116 @@
+"""The agent seam: what the runner hands a tenant's agent, and what the agent hands back."""
+
+from __future__ import annotations
+
+import abc
+import enum
+import importlib
+import uuid
+from typing import TYPE_CHECKING
+
+import attrs
+
+from looping_core.content import Block, Message, UserMessage
+from looping_core.contract import Identity
+from looping_core.errors import LoopingError
+from looping_core.plugins import PluginHost
+
+if TYPE_CHECKING:  # the A2A wire types are the edge's; an agent only reads this one
+    from looping_core.a2a import Message as A2AMessage
+
+__all__ = [
+    "Agent",
+    "AgentContext",
+    "AgentLoadError",
+    "ArtifactOut",
+    "TurnInput",
+    "TurnOutcome",
+    "TurnResult",
+    "load_agent_class",
+]
+
+
+@attrs.frozen
+class AgentContext:
+    """What an agent instance is built with: its tenant and the plugins that tenant uses."""
+
+    tenant: str
+    plugins: PluginHost
+
+
+@attrs.frozen
+class TurnInput:
+    """One turn: the new user message and the task's earlier messages, as content blocks."""
+
+    task_id: str
+    context_id: str
+    caller: Identity
+    message: UserMessage
+    history: tuple[Message, ...] = ()
+    a2a_message: A2AMessage | None = None
+    """The message as it arrived (metadata, extensions, reference task ids)."""
+
+
+class TurnOutcome(enum.Enum):
+    """How a turn ends: a terminal state, or an interruption that waits for the caller."""
+
+    COMPLETED = "TASK_STATE_COMPLETED"
+    FAILED = "TASK_STATE_FAILED"
+    REJECTED = "TASK_STATE_REJECTED"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+
+@attrs.frozen
+class ArtifactOut:
+    """An output of the turn (A2A: outputs belong in artifacts, not messages)."""
+
+    name: str
+    blocks: tuple[Block, ...]
+    description: str = ""
+    artifact_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+
+
+@attrs.frozen
+class TurnResult:
+    outcome: TurnOutcome = TurnOutcome.COMPLETED
+    reply: tuple[Block, ...] = ()
+    """The agent's message (kept in history; for an interruption, also the status message)."""
+    artifacts: tuple[ArtifactOut, ...] = ()
+
+
+class Agent(abc.ABC):
+    """Base class of every tenant's agent. One instance per tenant serves all its turns."""
+
+    def __init__(self, context: AgentContext) -> None:
+        self.context = context
+
+    @abc.abstractmethod
+    async def run(self, turn: TurnInput) -> TurnResult:
+        """Handle one turn. Raising fails the task (the error is logged, not shown)."""
+
+
+class AgentLoadError(LoopingError):
+    """A tenant's `agent` cannot be imported or is not an `Agent` subclass."""
+
+
+def load_agent_class(tenant: str, reference: str) -> type[Agent]:
+    """Import `"package.module:ClassName"`; `AgentLoadError` naming the tenant and the fix."""
+    module_name, _, attribute = reference.partition(":")
+    where = f"tenants.{tenant}.agent"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AgentLoadError(
+            f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); install the "
+            "distribution that provides it or fix the module path"
+        ) from exc
+    target: object = module
+    for part in attribute.split("."):
+        target = getattr(target, part, None)
+    if not (isinstance(target, type) and issubclass(target, Agent)):
+        raise AgentLoadError(
+            f"{where}: {reference!r} is not a subclass of looping_core.agent.Agent; point it at "
+            "your agent class"
+        )
+    return target
