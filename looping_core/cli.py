@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 validation found problems, 2 usage error (click's own).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -19,7 +20,7 @@ import peewee
 
 from looping_core import server
 from looping_core.a2a import generate_signing_key
-from looping_core.agent import load_agent_class
+from looping_core.agent import ChatModel, load_agent_class
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
@@ -68,6 +69,8 @@ def check(config_path: Path | None) -> None:
     host = PluginHost.load(config)
     for tenant_id, tenant in config.tenants.items():
         load_agent_class(tenant_id, tenant.agent)
+    models = server.tenant_models(config, server.tenant_plugin_hosts(config, host))
+    asyncio.run(_close_models([m for made in models.values() for m in made]))
     keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
     click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
 
@@ -181,6 +184,11 @@ def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
         return database.run_sync(work, database.peewee)
     finally:
         database.close()
+
+
+async def _close_models(models: list[ChatModel]) -> None:
+    for model in models:
+        await model.aclose()
 
 
 def _tenants(config: Config) -> str:

@@ -26,6 +26,7 @@ from looping_core.agent._model import (
     respond_with_fallback,
 )
 from looping_core.agent._openai import MissingExtra, OpenAIChatModel, openai_provider
+from looping_core.agent._providers import ModelSetupError, builtin_model_providers, chat_models
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
@@ -50,6 +51,7 @@ __all__ = [
     "ModelEvent",
     "ModelRequest",
     "ModelResponse",
+    "ModelSetupError",
     "ModelUnavailable",
     "OpenAIChatModel",
     "StreamEnd",
@@ -57,6 +59,8 @@ __all__ = [
     "TurnInput",
     "TurnOutcome",
     "TurnResult",
+    "builtin_model_providers",
+    "chat_models",
     "load_agent_class",
     "openai_provider",
     "respond",

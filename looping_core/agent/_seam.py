@@ -15,8 +15,11 @@ from looping_core.contract import Identity
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
-if TYPE_CHECKING:  # the A2A wire types are the edge's; an agent only reads this one
+if TYPE_CHECKING:
     from looping_core.a2a import Message as A2AMessage
+    from looping_core.agent._model import (
+        ChatModel,  # the A2A wire types are the edge's; an agent only reads this one
+    )
 
 __all__ = [
     "Agent",
@@ -32,10 +35,13 @@ __all__ = [
 
 @attrs.frozen
 class AgentContext:
-    """What an agent instance is built with: its tenant and the plugins that tenant uses."""
+    """What an agent instance is built with: its tenant, the plugins that tenant uses, and its
+    chat models from `[tenants.<id>.model]` (the model first, then its fallbacks; none when the
+    tenant configures no model)."""
 
     tenant: str
     plugins: PluginHost
+    models: tuple[ChatModel, ...] = ()
 
 
 @attrs.frozen

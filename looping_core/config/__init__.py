@@ -25,6 +25,7 @@ from looping_core.config._model import (
     MAX_WORKERS,
     CardConfig,
     Config,
+    ModelChoice,
     PluginsConfig,
     PushConfig,
     RetiredKey,
@@ -34,6 +35,7 @@ from looping_core.config._model import (
     SkillConfig,
     StoreConfig,
     TenantConfig,
+    TenantModelConfig,
 )
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "MAX_WORKERS",
     "CardConfig",
     "Config",
+    "ModelChoice",
     "PluginsConfig",
     "PushConfig",
     "RetiredKey",
@@ -52,6 +55,7 @@ __all__ = [
     "SkillConfig",
     "StoreConfig",
     "TenantConfig",
+    "TenantModelConfig",
     "load_config",
     "parse_config",
     "resolve_config_path",

@@ -15,12 +15,14 @@ from looping_core.config._model import (
     EVENT_LOOPS,
     MAX_WORKERS,
     CardConfig,
+    ModelChoice,
     PluginsConfig,
     PushConfig,
     RunnerConfig,
     SecurityConfig,
     ServerConfig,
     TenantConfig,
+    TenantModelConfig,
 )
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "TENANT_ID",
     "check_card",
     "check_cross_references",
+    "check_model",
     "check_runner",
     "check_security",
     "check_server",
@@ -191,3 +194,36 @@ def is_ed25519_x(value: str) -> bool:
     except (ValueError, binascii.Error):
         return False
     return len(raw) == 32
+
+
+PROVIDER_NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
+
+
+def check_model(model: TenantModelConfig, path: str) -> list[str]:
+    """The model and each fallback; whether the provider exists is known only once the plugins
+    are loaded (the server checks that at startup)."""
+    problems = _check_choice(model, path)
+    for index, choice in enumerate(model.fallback):
+        problems += _check_choice(choice, f"{path}.fallback[{index}]")
+    return problems
+
+
+def _check_choice(choice: ModelChoice, path: str) -> list[str]:
+    problems = []
+    if not choice.model.strip():
+        problems.append(f"model must name a model @ {path}.model")
+    if not PROVIDER_NAME.match(choice.provider):
+        problems.append(
+            f"provider must be a model provider's name, such as openai @ {path}.provider"
+        )
+    if choice.base_url is not None and not is_base_url(choice.base_url):
+        problems.append(
+            f"base_url must be an absolute http(s) URL without query or fragment @ {path}.base_url"
+        )
+    if choice.context_window is not None and choice.context_window < 1:
+        problems.append(f"context_window must be at least 1 @ {path}.context_window")
+    if not 0 < choice.timeout_seconds <= 600:
+        problems.append(f"timeout_seconds must be above 0 and at most 600 @ {path}.timeout_seconds")
+    if not 0 <= choice.max_retries <= 10:
+        problems.append(f"max_retries must be between 0 and 10 @ {path}.max_retries")
+    return problems

@@ -18,6 +18,7 @@ from looping_core.config._checks import (
     TENANT_ID,
     check_card,
     check_cross_references,
+    check_model,
     check_runner,
     check_security,
     check_server,
@@ -149,6 +150,8 @@ def parse_config(text: str, source: str = "<string>") -> Config:
                 "max_wait_seconds must be between 0 and 600 "
                 f"@ $.tenants.{tenant_id}.max_wait_seconds"
             )
+        if tenant.model is not None:
+            problems.extend(check_model(tenant.model, f"$.tenants.{tenant_id}.model"))
     if card is not None:
         problems.extend(check_card(card, "$.card", need_skills=False))
     problems.extend(check_cross_references(plugins, tenants))

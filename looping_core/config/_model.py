@@ -18,6 +18,7 @@ __all__ = [
     "MAX_WORKERS",
     "CardConfig",
     "Config",
+    "ModelChoice",
     "PluginsConfig",
     "PushConfig",
     "RetiredKey",
@@ -27,6 +28,7 @@ __all__ = [
     "SkillConfig",
     "StoreConfig",
     "TenantConfig",
+    "TenantModelConfig",
 ]
 
 DEFAULT_CONFIG_FILE = "looping.toml"
@@ -129,6 +131,32 @@ class StoreConfig:
 
 
 @attrs.frozen
+class ModelChoice:
+    """One chat model: `[tenants.<id>.model]`, or one of its `[[...model.fallback]]` entries."""
+
+    model: str
+    """The model's name as its provider knows it (`gpt-4o-mini`, `llama3.2`)."""
+    provider: str = "openai"
+    """A model provider: the built-in `openai` (any OpenAI-compatible endpoint) or a plugin's."""
+    base_url: str | None = None
+    api_key: SecretRef | None = None
+    context_window: int | None = None
+    """Tokens the model takes in at most (compaction keeps requests under it)."""
+    timeout_seconds: float = 60.0
+    max_retries: int = 2
+    """The client's own retries (connection errors, 429, 5xx) before the next model is tried."""
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+    """Passed to the provider as they are (temperature, seed, ...)."""
+
+
+@attrs.frozen
+class TenantModelConfig(ModelChoice):
+    """`[tenants.<id>.model]`: the model, and the ones tried in order when it is unavailable."""
+
+    fallback: tuple[ModelChoice, ...] = ()
+
+
+@attrs.frozen
 class TenantConfig:
     """`[tenants.<id>]`: one agent behind the shared endpoint."""
 
@@ -143,6 +171,8 @@ class TenantConfig:
     max_wait_seconds: int = 30
     """How long a blocking SendMessage (`returnImmediately: false`) waits for the task to end or
     ask for input before it returns the task as it is."""
+    model: TenantModelConfig | None = None
+    """The tenant's chat model and its fallbacks (agents that call a model read it)."""
 
 
 @attrs.frozen

@@ -7,7 +7,14 @@
   deadlines, a connection cap), as `looping serve` does; tests use it too.
 """
 
-from looping_core.server._app import LOCAL_NODE, create_app, node_of, prepare_store
+from looping_core.server._app import (
+    LOCAL_NODE,
+    create_app,
+    node_of,
+    prepare_store,
+    tenant_models,
+    tenant_plugin_hosts,
+)
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
 
@@ -23,4 +30,6 @@ __all__ = [
     "node_of",
     "prepare_store",
     "serve",
+    "tenant_models",
+    "tenant_plugin_hosts",
 ]

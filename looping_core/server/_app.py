@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
+import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping
 
@@ -19,7 +20,15 @@ from aiohttp import web
 
 from looping_core.a2a._jwks import JwksCache
 from looping_core.a2a._push import PushSigner
-from looping_core.agent import Agent, AgentContext, load_agent_class
+from looping_core.agent import (
+    Agent,
+    AgentContext,
+    ChatModel,
+    ModelSetupError,
+    builtin_model_providers,
+    chat_models,
+    load_agent_class,
+)
 from looping_core.config import Config
 from looping_core.contract import PluginStore
 from looping_core.plugins import PluginHost
@@ -67,19 +76,18 @@ def create_app(
     `looping serve --workers N` it leaves that to the supervisor (`prepare_store`), which ran it
     before any worker started, and recovers and delivers only slot `k`'s turns and pushes.
 
-    Raises `SigningKeyError`, `PluginProblems` or `AgentLoadError` before anything listens.
+    Raises `SigningKeyError`, `PluginProblems`, `ModelSetupError` or `AgentLoadError` before
+    anything listens.
     """
     edge = build_edge(config, environ, today)
     host = plugins if plugins is not None else PluginHost.load(config, environ)
-    tenant_plugins = {
-        tenant_id: host.for_plugins(
-            tenant.plugins if tenant.plugins is not None else host.registry.keys
-        )
-        for tenant_id, tenant in config.tenants.items()
-    }
+    tenant_plugins = tenant_plugin_hosts(config, host)
+    models = tenant_models(config, tenant_plugins, environ)
     agents = {
         tenant_id: load_agent_class(tenant_id, tenant.agent)(
-            AgentContext(tenant=tenant_id, plugins=tenant_plugins[tenant_id])
+            AgentContext(
+                tenant=tenant_id, plugins=tenant_plugins[tenant_id], models=models[tenant_id]
+            )
         )
         for tenant_id, tenant in config.tenants.items()
     }
@@ -107,6 +115,46 @@ def create_app(
         )
     )
     return app
+
+
+def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHost]:
+    """Each tenant's view of the plugins: its `plugins` subset, or all that are enabled."""
+    return {
+        tenant_id: host.for_plugins(
+            tenant.plugins if tenant.plugins is not None else host.registry.keys
+        )
+        for tenant_id, tenant in config.tenants.items()
+    }
+
+
+def tenant_models(
+    config: Config,
+    tenant_plugins: Mapping[str, PluginHost],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, tuple[ChatModel, ...]]:
+    """Every tenant's chat models, from the built-in providers and its plugins' ones; raises
+    `ModelSetupError` listing every problem (a model provider's name, a missing key)."""
+    env = os.environ if environ is None else environ
+    problems: list[str] = []
+    models: dict[str, tuple[ChatModel, ...]] = {}
+    for tenant_id, tenant in config.tenants.items():
+        providers = builtin_model_providers()
+        for name, contribution in tenant_plugins[tenant_id].registry.model_providers.items():
+            if name in providers:
+                problems.append(
+                    f"{contribution.source}: model provider {name!r} is built into "
+                    "looping-core; give the plugin's provider another name"
+                )
+                continue
+            providers[name] = contribution.item
+        models[tenant_id] = (
+            chat_models(tenant_id, tenant.model, providers, env, problems)
+            if tenant.model is not None
+            else ()
+        )
+    if problems:
+        raise ModelSetupError(problems)
+    return models
 
 
 def _services(
@@ -162,6 +210,9 @@ def _services(
                 finally:
                     await runner.close()
                     await deliverer.stop()
+                    for agent in agents.values():
+                        for model in agent.context.models:
+                            await model.aclose()
         finally:
             database.close()
 

@@ -6,7 +6,16 @@ import asyncio
 import collections
 from pathlib import Path
 
-from looping_core.agent import Agent, ArtifactOut, TurnInput, TurnOutcome, TurnResult
+from looping_core.agent import (
+    Agent,
+    AgentContext,
+    ArtifactOut,
+    ModelRequest,
+    TurnInput,
+    TurnOutcome,
+    TurnResult,
+    respond_with_fallback,
+)
 from looping_core.content import RefusalBlock, TextBlock
 
 RUNS: collections.Counter[str] = collections.Counter()
@@ -64,4 +73,22 @@ class HoldingAgent(Agent):
         )
 
 
-__all__ = ["RELEASE", "RUNS", "EchoAgent", "HoldingAgent", "text_of"]
+CONTEXTS: dict[str, AgentContext] = {}
+"""The context each ModelAgent was built with, by tenant."""
+
+
+class ModelAgent(Agent):
+    """Asks its models (with fallback) and answers with what the model said."""
+
+    def __init__(self, context: AgentContext) -> None:
+        super().__init__(context)
+        CONTEXTS[context.tenant] = context
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        request = ModelRequest((*turn.history, turn.message), system="App words, not core's.")
+        response = await respond_with_fallback(self.context.models, request)
+        texts = tuple(b for b in response.message.content if isinstance(b, TextBlock))
+        return TurnResult(reply=texts, artifacts=(ArtifactOut(response.served_by, texts),))
+
+
+__all__ = ["CONTEXTS", "RELEASE", "RUNS", "EchoAgent", "HoldingAgent", "ModelAgent", "text_of"]
