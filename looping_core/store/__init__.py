@@ -6,6 +6,7 @@
   `ensure_tables` (`ensure_plugin_stores`, `plugin_versions`);
 - `TaskStore`: tasks, turns, push configs and the push outbox, scoped to the verified caller;
   what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors);
+- `SessionStore`: durable sessions, one per caller and conversation, messages in order;
 - `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
 """
 
@@ -31,6 +32,7 @@ from looping_core.store._migrations import (
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._rows import NON_TERMINAL, now_us
+from looping_core.store._sessions import SessionStore
 from looping_core.store._task_store import TaskStore
 from looping_core.store._turns import TurnStart
 
@@ -43,6 +45,7 @@ __all__ = [
     "MigrationStatus",
     "OutboxItem",
     "PushConfigNotFound",
+    "SessionStore",
     "StoreError",
     "StoreRefusal",
     "TaskNotCancelable",

@@ -15,7 +15,13 @@ import attrs
 import peewee
 
 from looping_core.contract import PluginStore
-from looping_core.store._models import CORE_MODELS, CoreMigration, PluginMigration, _Base
+from looping_core.store._models import (
+    CORE_MODELS,
+    SESSION_MODELS,
+    CoreMigration,
+    PluginMigration,
+    _Base,
+)
 
 __all__ = [
     "MIGRATIONS",
@@ -59,11 +65,17 @@ def _owners(db: peewee.Database) -> None:
         db.execute_sql(statement)  # type: ignore[no-untyped-call]
 
 
+def _sessions(db: peewee.Database) -> None:
+    """Durable sessions: one per caller and conversation, their messages in order."""
+    db.create_tables(list(SESSION_MODELS), safe=True)
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "tasks, messages, artifacts, push", _initial_schema),
     Migration(2, "owners (node, worker slot) of tasks and queued pushes", _owners),
+    Migration(3, "sessions and their messages", _sessions),
 )
 
 

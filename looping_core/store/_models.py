@@ -11,12 +11,15 @@ import peewee
 
 __all__ = [
     "CORE_MODELS",
+    "SESSION_MODELS",
     "CoreMigration",
     "MessageRow",
     "PluginMigration",
     "PushAttempt",
     "PushConfigRow",
     "PushOutbox",
+    "SessionMessageRow",
+    "SessionRow",
     "TaskArtifactRow",
     "TaskRow",
 ]
@@ -135,7 +138,41 @@ class PushAttempt(_Base):
         table_name = "push_attempts"
 
 
+class SessionRow(_Base):
+    """One conversation of one verified caller: (tenant, issuer, subject, A2A contextId)."""
+
+    id = peewee.TextField(primary_key=True)
+    tenant = peewee.TextField()
+    issuer = peewee.TextField()
+    subject = peewee.TextField()
+    context_id = peewee.TextField()
+    created_ts = peewee.BigIntegerField()
+
+    class Meta:
+        table_name = "sessions"
+        indexes = ((("tenant", "issuer", "subject", "context_id"), True),)
+
+
+class SessionMessageRow(_Base):
+    """A message of a session in the content codec's canonical JSON, at its position (ascending;
+    compaction frees the lowest ones and may put a summary there)."""
+
+    seq = peewee.AutoField()
+    session = peewee.ForeignKeyField(SessionRow, backref="messages", on_delete="CASCADE")
+    position = peewee.BigIntegerField()
+    body = peewee.TextField()
+    task_id = peewee.TextField(null=True)
+    """The task whose turn added it, if any."""
+    created_ts = peewee.BigIntegerField()
+
+    class Meta:
+        table_name = "session_messages"
+        indexes = ((("session", "position"), True),)
+
+
+SESSION_MODELS: tuple[type[peewee.Model], ...] = (SessionRow, SessionMessageRow)
+
 CORE_MODELS: tuple[type[peewee.Model], ...] = (
-    TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt,
+    TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt, *SESSION_MODELS,
 )  # fmt: skip
 """The models migration 1 creates (the journal tables exist before any migration)."""

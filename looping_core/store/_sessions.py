@@ -1,0 +1,149 @@
+"""Durable sessions: one per verified caller and conversation (tenant, issuer, subject, A2A
+`contextId`), a sequence of content messages stored in the codec's canonical JSON.
+
+Every method takes the `SessionRef` itself, never an id a caller could guess: a session is
+reachable only by the caller and context it belongs to. An append is one transaction, so a step
+is either wholly durable or not at all; positions only grow, and concurrent appends to one
+session (several workers, several connections) queue on the session's row and each get their
+own positions. Compaction (`displace`) removes the oldest messages and may put replacements
+(a summary) in their place; it returns what it removed, in order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+import peewee
+
+from looping_core.content import Message, decode_message, encode
+from looping_core.contract import SessionRef
+from looping_core.store._rows import StoreBase, now_us
+
+__all__ = ["SessionStore"]
+
+_APPEND_TRIES = 3
+
+
+class SessionStore(StoreBase):
+    """Async session storage; every call runs on the database's own thread."""
+
+    @property
+    def _row_locks(self) -> bool:
+        return isinstance(self._db.peewee, peewee.PostgresqlDatabase)
+
+    async def append(
+        self, session: SessionRef, messages: Sequence[Message], *, task_id: str | None = None
+    ) -> int:
+        """Add `messages` at the end, in one transaction; returns the session's length."""
+        for attempt in range(_APPEND_TRIES):
+            try:
+                return await self._db.run(self._append, session, tuple(messages), task_id)
+            except peewee.IntegrityError:
+                # Another connection created this session at the same moment; this transaction
+                # rolled back, and the next try finds (and locks) that session.
+                if attempt == _APPEND_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _append(
+        self, session: SessionRef, messages: tuple[Message, ...], task_id: str | None
+    ) -> int:
+        with self._db.write():
+            session_id = self._session_id(session, create=True, lock=True)
+            assert session_id is not None
+            (last,) = self._sql(
+                "SELECT MAX(position) FROM session_messages WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            position = -1 if last is None else int(last)
+            stamp = now_us()
+            for message in messages:
+                position += 1
+                self._sql(
+                    "INSERT INTO session_messages (session_id, position, body, task_id,"
+                    " created_ts) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, position, encode(message).decode("utf-8"), task_id, stamp),
+                )
+            return self._length(session_id)
+
+    async def history(self, session: SessionRef) -> list[Message]:
+        """The session's messages in order (empty for a session that has none yet)."""
+        return await self._db.run(self._history, session)
+
+    def _history(self, session: SessionRef) -> list[Message]:
+        session_id = self._session_id(session, create=False)
+        if session_id is None:
+            return []
+        rows = self._sql(
+            "SELECT body FROM session_messages WHERE session_id = ? ORDER BY position",
+            (session_id,),
+        ).fetchall()
+        return [decode_message(body) for (body,) in rows]
+
+    async def displace(
+        self, session: SessionRef, count: int, replacement: Sequence[Message] = ()
+    ) -> list[Message]:
+        """Remove the oldest `count` messages and put `replacement` (at most as many) in their
+        place, in one transaction; returns the removed messages in order."""
+        if len(replacement) > count:
+            raise ValueError("a replacement cannot be longer than what it replaces")
+        return await self._db.run(self._displace, session, count, tuple(replacement))
+
+    def _displace(
+        self, session: SessionRef, count: int, replacement: tuple[Message, ...]
+    ) -> list[Message]:
+        with self._db.write():
+            session_id = self._session_id(session, create=False)
+            if session_id is None or count <= 0:
+                return []
+            rows = self._sql(
+                "SELECT position, body FROM session_messages WHERE session_id = ?"
+                " ORDER BY position LIMIT ?",
+                (session_id, count),
+            ).fetchall()
+            if not rows:
+                return []
+            through = int(rows[-1][0])
+            self._sql(
+                "DELETE FROM session_messages WHERE session_id = ? AND position <= ?",
+                (session_id, through),
+            )
+            stamp = now_us()
+            first = through - len(replacement) + 1
+            for offset, message in enumerate(replacement):
+                self._sql(
+                    "INSERT INTO session_messages (session_id, position, body, task_id,"
+                    " created_ts) VALUES (?, ?, ?, NULL, ?)",
+                    (session_id, first + offset, encode(message).decode("utf-8"), stamp),
+                )
+            return [decode_message(body) for _, body in rows]
+
+    def _session_id(self, session: SessionRef, *, create: bool, lock: bool = False) -> str | None:
+        """The session's row id (made when `create`). With `lock`, on PostgreSQL, the row stays
+        locked until the transaction ends, so appends to one session queue instead of racing
+        for positions (SQLite has one writer at a time anyway)."""
+        caller = session.caller
+        scope = (caller.tenant, caller.issuer, caller.subject, session.context_id)
+        locking = " FOR UPDATE" if lock and self._row_locks else ""
+        row = self._sql(
+            "SELECT id FROM sessions"
+            f" WHERE tenant = ? AND issuer = ? AND subject = ? AND context_id = ?{locking}",
+            scope,
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+        if not create:
+            return None
+        session_id = str(uuid.uuid4())
+        self._sql(
+            "INSERT INTO sessions (id, tenant, issuer, subject, context_id, created_ts)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (session_id, *scope, now_us()),
+        )
+        return session_id
+
+    def _length(self, session_id: str) -> int:
+        (count,) = self._sql(
+            "SELECT COUNT(*) FROM session_messages WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return int(count)
