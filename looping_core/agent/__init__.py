@@ -7,10 +7,13 @@
   chunks and one `StreamEnd` out), `respond` (the stream folded into one `ModelResponse`),
   `respond_with_fallback` (the next model when one is unavailable), and the built-in `openai`
   provider for any OpenAI-compatible endpoint (`OpenAIChatModel`, the `openai` extra).
+- The tool loop: `run_tool_loop` asks the models, runs the tools they call (bad calls become
+  error results, never crashes), hands every step to a `StepLog`, and keeps to a `Budget`.
 
 Nothing here imports the web server, JOSE or the database.
 """
 
+from looping_core.agent._loop import Budget, LoopOutcome, StepLog, run_tool_loop
 from looping_core.agent._model import (
     STOP_REASONS,
     ChatModel,
@@ -44,8 +47,10 @@ __all__ = [
     "AgentContext",
     "AgentLoadError",
     "ArtifactOut",
+    "Budget",
     "ChatModel",
     "ContextTooLong",
+    "LoopOutcome",
     "MissingExtra",
     "ModelError",
     "ModelEvent",
@@ -54,6 +59,7 @@ __all__ = [
     "ModelSetupError",
     "ModelUnavailable",
     "OpenAIChatModel",
+    "StepLog",
     "StreamEnd",
     "ToolSpec",
     "TurnInput",
@@ -65,4 +71,5 @@ __all__ = [
     "openai_provider",
     "respond",
     "respond_with_fallback",
+    "run_tool_loop",
 ]

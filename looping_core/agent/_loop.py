@@ -1,0 +1,211 @@
+"""The tool loop: ask the model, run the tools it calls, give it their results, until it answers
+without tools or a budget is spent.
+
+Nothing a model sends crashes a turn: a call to an unknown tool, arguments that do not match the
+tool's JSON Schema, a handler that raises or runs past its timeout each become an error tool
+result the model sees next (and a log line). Tool calls of one response run at once, at most
+`max_parallel_tools` at a time; their results go back in the order the model called them.
+
+Every step is handed to the `StepLog` before the next begins (the model's message, then the
+tools' results), so a durable log makes every step durable.
+
+Budgets (`Budget`): when model calls, tokens or seconds are spent, one last call is made without
+tools and with the app's `budget_note` added to the system text, so the caller gets an answer
+rather than silence. The texts of error results are terse facts (`unknown tool: x`), not prose:
+the words a model is told to act on are the app's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import attrs
+import jsonschema
+import rfc8785
+
+from looping_core.agent._model import (
+    ChatModel,
+    ModelRequest,
+    ModelResponse,
+    ToolSpec,
+    respond_with_fallback,
+)
+from looping_core.content import (
+    AudioBlock,
+    DocumentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolResultMessage,
+    ToolUseBlock,
+    Usage,
+)
+from looping_core.contract import Tool
+
+__all__ = ["Budget", "LoopOutcome", "StepLog", "run_tool_loop"]
+
+_log = logging.getLogger("looping_core.agent")
+
+_RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
+
+
+@attrs.frozen
+class Budget:
+    """What one turn may spend: model calls, tokens (input and output), seconds."""
+
+    max_rounds: int = 20
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_rounds < 1:
+            raise ValueError("max_rounds must be at least 1")
+
+
+@attrs.frozen
+class LoopOutcome:
+    """What the loop did: the messages it added (in order), the last response, the usage summed
+    over its model calls, which model served each call, and the budget that ran out, if any."""
+
+    messages: tuple[Message, ...]
+    final: ModelResponse
+    usage: Usage
+    served_by: tuple[str, ...]
+    exhausted: str | None = None
+
+    @property
+    def rounds(self) -> int:
+        return len(self.served_by)
+
+
+class StepLog(Protocol):
+    """Where each step goes before the next begins (a durable session, say)."""
+
+    async def append(self, messages: Sequence[Message]) -> None: ...
+
+
+async def run_tool_loop(
+    models: Sequence[ChatModel],
+    request: ModelRequest,
+    tools: Sequence[Tool] = (),
+    *,
+    budget: Budget | None = None,
+    budget_note: str = "",
+    log: StepLog | None = None,
+    tool_timeout: float = 60.0,
+    max_parallel_tools: int = 4,
+    clock: Callable[[], float] = time.monotonic,
+) -> LoopOutcome:
+    """Run the loop from `request` (its messages end with the new user message)."""
+    budget = budget or Budget()
+    by_name = {tool.name: tool for tool in tools}
+    specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools)
+    conversation = list(request.messages)
+    added: list[Message] = []
+    served: list[str] = []
+    usage = Usage()
+    started = clock()
+    slots = asyncio.Semaphore(max_parallel_tools)
+    while True:
+        exhausted = _spent(budget, len(served), usage, clock() - started)
+        last_call = exhausted is not None
+        step = attrs.evolve(
+            request,
+            messages=tuple(conversation),
+            tools=() if last_call else specs,
+            system=_with_note(request.system, budget_note) if last_call else request.system,
+        )
+        response = await respond_with_fallback(models, step)
+        served.append(response.served_by)
+        usage = usage + (response.message.usage or Usage())
+        await _record(log, conversation, added, response.message)
+        if last_call or not response.tool_calls:
+            return LoopOutcome(tuple(added), response, usage, tuple(served), exhausted)
+        results = await asyncio.gather(
+            *(_call(call, by_name, tool_timeout, slots) for call in response.tool_calls)
+        )
+        await _record(log, conversation, added, ToolResultMessage(results))
+
+
+def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:
+    """Which budget leaves room for one last call only (`None`: the loop may go on)."""
+    if rounds >= budget.max_rounds - 1:
+        return "max_rounds"
+    if budget.max_tokens is not None and usage.total_tokens >= budget.max_tokens:
+        return "max_tokens"
+    if budget.max_seconds is not None and seconds >= budget.max_seconds:
+        return "max_seconds"
+    return None
+
+
+def _with_note(system: str, note: str) -> str:
+    if not note:
+        return system
+    return f"{system}\n\n{note}" if system else note
+
+
+async def _record(
+    log: StepLog | None, conversation: list[Message], added: list[Message], message: Message
+) -> None:
+    if log is not None:
+        await log.append([message])
+    conversation.append(message)
+    added.append(message)
+
+
+async def _call(
+    call: ToolUseBlock, tools: Mapping[str, Tool], timeout: float, slots: asyncio.Semaphore
+) -> ToolResultBlock:
+    tool = tools.get(call.name)
+    if tool is None:
+        return _error(call, f"unknown tool: {call.name}")
+    try:
+        jsonschema.validate(dict(call.input), dict(tool.input_schema))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(the arguments)"
+        return _error(call, f"invalid arguments at {where}: {exc.message}")
+    except jsonschema.SchemaError:
+        _log.error("tool %s has an invalid input schema", call.name)
+        return _error(call, f"tool {call.name} cannot be called (its schema is invalid)")
+    async with slots:
+        try:
+            async with asyncio.timeout(timeout):
+                value = await tool.handler(call.input)
+        except TimeoutError:
+            _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)
+            return _error(call, f"timed out after {timeout:g} s")
+        except Exception as exc:
+            _log.warning("tool %s (call %s) failed", call.name, call.id, exc_info=True)
+            return _error(call, f"failed: {type(exc).__name__}")
+    try:
+        return ToolResultBlock(call.id, _content(value))
+    except (TypeError, ValueError):
+        _log.warning("tool %s returned a %s", call.name, type(value).__name__)
+        return _error(call, f"returned a value with no content form ({type(value).__name__})")
+
+
+def _content(value: Any) -> tuple[Any, ...]:
+    """A tool's return value as tool-result content: text, blocks, or JSON text."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (TextBlock(value),)
+    if isinstance(value, _RESULT_BLOCKS):
+        return (value,)
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(item, _RESULT_BLOCKS) for item in value)
+    ):
+        return tuple(value)
+    return (TextBlock(rfc8785.dumps(json.loads(json.dumps(value))).decode("utf-8")),)
+
+
+def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return ToolResultBlock(call.id, (TextBlock(text),), is_error=True)
