@@ -7,6 +7,8 @@
   chunks and one `StreamEnd` out), `respond` (the stream folded into one `ModelResponse`),
   `respond_with_fallback` (the next model when one is unavailable), and the built-in `openai`
   provider for any OpenAI-compatible endpoint (`OpenAIChatModel`, the `openai` extra).
+- `LoopingAgent`: the soul (`agent_soul`) is the app's; the session, the models, the tool loop
+  and the budget are core's.
 - The tool loop: `run_tool_loop` asks the models, runs the tools they call (bad calls become
   error results, never crashes), hands every step to a `StepLog`, and keeps to a `Budget`.
 
@@ -14,6 +16,7 @@ Nothing here imports the web server, JOSE or the database.
 """
 
 from looping_core.agent._loop import Budget, LoopOutcome, StepLog, run_tool_loop
+from looping_core.agent._looping import LoopingAgent, LoopingConfig
 from looping_core.agent._model import (
     STOP_REASONS,
     ChatModel,
@@ -35,6 +38,7 @@ from looping_core.agent._seam import (
     AgentContext,
     AgentLoadError,
     ArtifactOut,
+    SessionLog,
     TurnInput,
     TurnOutcome,
     TurnResult,
@@ -51,6 +55,8 @@ __all__ = [
     "ChatModel",
     "ContextTooLong",
     "LoopOutcome",
+    "LoopingAgent",
+    "LoopingConfig",
     "MissingExtra",
     "ModelError",
     "ModelEvent",
@@ -59,6 +65,7 @@ __all__ = [
     "ModelSetupError",
     "ModelUnavailable",
     "OpenAIChatModel",
+    "SessionLog",
     "StepLog",
     "StreamEnd",
     "ToolSpec",

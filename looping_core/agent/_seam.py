@@ -6,12 +6,13 @@ import abc
 import enum
 import importlib
 import uuid
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import attrs
 
 from looping_core.content import Block, Message, UserMessage
-from looping_core.contract import Identity
+from looping_core.contract import Identity, ToolContext
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
@@ -44,6 +45,16 @@ class AgentContext:
     models: tuple[ChatModel, ...] = ()
 
 
+class SessionLog(Protocol):
+    """The caller's session for this conversation, durable: what an agent read and writes."""
+
+    async def history(self) -> list[Message]:
+        """The session's messages so far, in order."""
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        """Add messages at the end; durable when this returns."""
+
+
 @attrs.frozen
 class TurnInput:
     """One turn: the new user message and the task's earlier messages, as content blocks."""
@@ -55,6 +66,11 @@ class TurnInput:
     history: tuple[Message, ...] = ()
     a2a_message: A2AMessage | None = None
     """The message as it arrived (metadata, extensions, reference task ids)."""
+    session: SessionLog | None = None
+    """The caller's durable session for this context (one per tenant, issuer, subject and
+    contextId), when the runner keeps sessions."""
+    tool_context: ToolContext | None = None
+    """What the tenant's plugins' tool families build this caller's tools with."""
 
 
 class TurnOutcome(enum.Enum):

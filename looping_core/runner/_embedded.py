@@ -13,7 +13,8 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from looping_core.a2a import (
     Artifact,
@@ -37,9 +38,9 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.content import Message as ContentMessage
-from looping_core.contract import SessionRef, Turn
+from looping_core.contract import SessionRef, ToolContext, Turn
 from looping_core.plugins import PluginHost
-from looping_core.store import TaskStore
+from looping_core.store import SessionStore, TaskStore
 
 __all__ = ["EmbeddedRunner"]
 
@@ -60,7 +61,13 @@ class EmbeddedRunner:
         config: RunnerConfig,
         *,
         on_settled: Callable[[], None] = lambda: None,
+        sessions: SessionStore | None = None,
+        database: Any = None,
     ) -> None:
+        """`sessions` keeps each caller's conversation for the agents; `database` (the store's
+        peewee database) is what plugins' tools that own tables get in their `ToolContext`."""
+        self._sessions = sessions
+        self._database = database
         self._store = store
         self._agents = agents
         self._plugins = plugins
@@ -205,6 +212,7 @@ class EmbeddedRunner:
                 task_id, TurnResult(TurnOutcome.FAILED), reason="UNSUPPORTED_CONTENT"
             )
             return
+        session = SessionRef(caller, task.context_id)
         turn = TurnInput(
             task_id=task.id,
             context_id=task.context_id,
@@ -212,8 +220,13 @@ class EmbeddedRunner:
             message=UserMessage(blocks),
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
+            session=_TurnSession(self._sessions, session, task.id) if self._sessions else None,
+            tool_context=ToolContext(
+                tenant=caller.tenant,
+                instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own
+                database=self._database,
+            ),
         )
-        session = SessionRef(caller, task.context_id)
         gate = self._plugins[caller.tenant]
         if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
             await self._finish(
@@ -264,6 +277,21 @@ class EmbeddedRunner:
         if event is not None:
             event.set()
         self._on_settled()
+
+
+class _TurnSession:
+    """The caller's session as the agent sees it: bound to its conversation and to this task."""
+
+    def __init__(self, sessions: SessionStore, session: SessionRef, task_id: str) -> None:
+        self._sessions = sessions
+        self._session = session
+        self._task_id = task_id
+
+    async def history(self) -> list[ContentMessage]:
+        return await self._sessions.history(self._session)
+
+    async def append(self, messages: Sequence[ContentMessage]) -> None:
+        await self._sessions.append(self._session, messages, task_id=self._task_id)
 
 
 def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:

@@ -47,6 +47,7 @@ from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._services import SERVICES, Services
 from looping_core.store import (
     Database,
+    SessionStore,
     TaskStore,
     adopt_orphans,
     bind,
@@ -192,7 +193,13 @@ def _services(
                 )
                 deliverer = PushDeliverer(store, session, signer, config.push)
                 runner = EmbeddedRunner(
-                    store, agents, tenant_plugins, config.runner, on_settled=deliverer.wake
+                    store,
+                    agents,
+                    tenant_plugins,
+                    config.runner,
+                    on_settled=deliverer.wake,
+                    sessions=SessionStore(database, node=node, worker=worker or 0),
+                    database=database.peewee,
                 )
                 app[SERVICES] = Services(
                     edge=edge,

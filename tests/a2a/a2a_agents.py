@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Sequence
 from pathlib import Path
 
 from looping_core.agent import (
     Agent,
     AgentContext,
     ArtifactOut,
+    Budget,
+    LoopingAgent,
+    LoopingConfig,
     ModelRequest,
     TurnInput,
     TurnOutcome,
@@ -91,4 +95,32 @@ class ModelAgent(Agent):
         return TurnResult(reply=texts, artifacts=(ArtifactOut(response.served_by, texts),))
 
 
-__all__ = ["CONTEXTS", "RELEASE", "RUNS", "EchoAgent", "HoldingAgent", "ModelAgent", "text_of"]
+class NotesAgent(LoopingAgent):
+    """A LoopingAgent with the example notes tools; its words are the test's."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return "You keep notes. " + " ".join(capabilities)
+
+    def agent_config(self) -> LoopingConfig:
+        return LoopingConfig(budget=Budget(max_rounds=4), budget_note="Answer now.")
+
+    def agent_plugins(self) -> Sequence[str]:
+        return ["notes"]
+
+
+class WrongFamiliesAgent(NotesAgent):
+    def agent_plugins(self) -> Sequence[str]:
+        return ["notes", "weather"]
+
+
+__all__ = [
+    "CONTEXTS",
+    "RELEASE",
+    "RUNS",
+    "EchoAgent",
+    "HoldingAgent",
+    "ModelAgent",
+    "NotesAgent",
+    "WrongFamiliesAgent",
+    "text_of",
+]
