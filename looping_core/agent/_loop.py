@@ -101,8 +101,11 @@ async def run_tool_loop(
     tool_timeout: float = 60.0,
     max_parallel_tools: int = 4,
     clock: Callable[[], float] = time.monotonic,
+    pending: Sequence[ToolUseBlock] = (),
 ) -> LoopOutcome:
-    """Run the loop from `request` (its messages end with the new user message)."""
+    """Run the loop from `request` (its messages end with the new user message, or, for a
+    resumed turn, with its last durable step). `pending` are tool calls of the last message
+    that have no results yet: they run before the next model call."""
     budget = budget or Budget()
     by_name = {tool.name: tool for tool in tools}
     specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools)
@@ -112,6 +115,11 @@ async def run_tool_loop(
     usage = Usage()
     started = clock()
     slots = asyncio.Semaphore(max_parallel_tools)
+    if pending:
+        results = await asyncio.gather(
+            *(_call(call, by_name, tool_timeout, slots) for call in pending)
+        )
+        await _record(log, conversation, added, ToolResultMessage(results))
     while True:
         exhausted = _spent(budget, len(served), usage, clock() - started)
         last_call = exhausted is not None

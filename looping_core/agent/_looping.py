@@ -11,7 +11,10 @@ server before it listens), never at import time:
 - `agent_plugins()`: which of the tenant's plugins' tool families it uses (`None`: all).
 
 Each turn: the new message joins the caller's durable session, the loop runs with every step
-written there, and the final answer's text, images and audio are the reply and an artifact.
+written there, and the final answer's text, images and audio are the reply and an artifact. A
+turn resumed after a crash (`[runner] on_restart = "resume"`) continues from its last durable
+step: tool calls whose results are stored are not run again, ones without results are, and an
+answer already stored is returned without asking the model again.
 """
 
 from __future__ import annotations
@@ -32,7 +35,15 @@ from looping_core.agent._seam import (
     TurnOutcome,
     TurnResult,
 )
-from looping_core.content import AudioBlock, ImageBlock, Message, RefusalBlock, TextBlock
+from looping_core.content import (
+    AssistantMessage,
+    AudioBlock,
+    ImageBlock,
+    Message,
+    RefusalBlock,
+    TextBlock,
+    ToolUseBlock,
+)
 from looping_core.contract import Tool, ToolContext, ToolFamily
 
 __all__ = ["LoopingAgent", "LoopingConfig"]
@@ -95,33 +106,54 @@ class LoopingAgent(Agent):
         return None
 
     async def run(self, turn: TurnInput) -> TurnResult:
-        if turn.session is not None:
-            past: Sequence[Message] = await turn.session.history()
-            await turn.session.append([turn.message])
-        else:
-            past = turn.history
-        request = ModelRequest(messages=(*past, turn.message), system=self._soul)
+        conversation, pending, answered = await self._conversation(turn)
+        if answered is not None:
+            return self._result(answered)  # the loop had finished before a crash: not again
         config = self._config
         outcome = await run_tool_loop(
             self.context.models,
-            request,
+            ModelRequest(messages=conversation, system=self._soul),
             self._tools(turn.tool_context),
             budget=config.budget,
             budget_note=config.budget_note,
             log=turn.session,
             tool_timeout=config.tool_timeout,
             max_parallel_tools=config.max_parallel_tools,
+            pending=pending,
         )
-        content = outcome.final.message.content
-        if any(isinstance(block, RefusalBlock) for block in content):
-            refusal = tuple(block for block in content if isinstance(block, RefusalBlock))
+        return self._result(outcome.final.message)
+
+    @staticmethod
+    async def _conversation(
+        turn: TurnInput,
+    ) -> tuple[tuple[Message, ...], tuple[ToolUseBlock, ...], AssistantMessage | None]:
+        """What the loop starts from: the conversation, tool calls still without results, and
+        the final answer if this turn (resumed after a crash) already has one."""
+        if turn.session is None:
+            return (*turn.history, turn.message), (), None
+        if not await turn.session.this_turn():
+            past = await turn.session.history()
+            await turn.session.append([turn.message])
+            return (*past, turn.message), (), None
+        conversation = tuple(await turn.session.history())
+        last = conversation[-1]
+        if isinstance(last, AssistantMessage):
+            calls = tuple(b for b in last.content if isinstance(b, ToolUseBlock))
+            if not calls:
+                return conversation, (), last
+            return conversation, calls, None  # their results were never stored: run them
+        return conversation, (), None
+
+    def _result(self, message: AssistantMessage) -> TurnResult:
+        content = message.content
+        refusal = tuple(block for block in content if isinstance(block, RefusalBlock))
+        if refusal:
             return TurnResult(TurnOutcome.REJECTED, reply=refusal)
         answer = tuple(b for b in content if isinstance(b, TextBlock | ImageBlock | AudioBlock))
         if not answer:
             return TurnResult(TurnOutcome.FAILED)  # the model gave nothing a caller could use
-        return TurnResult(
-            reply=answer, artifacts=(ArtifactOut(name=config.answer_name, blocks=answer),)
-        )
+        name = self._config.answer_name
+        return TurnResult(reply=answer, artifacts=(ArtifactOut(name=name, blocks=answer),))
 
     def _tools(self, context: ToolContext | None) -> list[Tool]:
         if context is None:

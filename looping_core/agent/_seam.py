@@ -46,13 +46,16 @@ class AgentContext:
 
 
 class SessionLog(Protocol):
-    """The caller's session for this conversation, durable: what an agent read and writes."""
+    """The caller's session for this conversation, durable: what an agent reads and writes."""
 
     async def history(self) -> list[Message]:
         """The session's messages so far, in order."""
 
+    async def this_turn(self) -> list[Message]:
+        """The messages this task's turn has added so far (not empty: the turn is resumed)."""
+
     async def append(self, messages: Sequence[Message]) -> None:
-        """Add messages at the end; durable when this returns."""
+        """Add messages at the end, as this task's; durable when this returns."""
 
 
 @attrs.frozen

@@ -290,6 +290,10 @@ class _TurnSession:
     async def history(self) -> list[ContentMessage]:
         return await self._sessions.history(self._session)
 
+    async def this_turn(self) -> list[ContentMessage]:
+        entries = await self._sessions.entries(self._session)
+        return [message for message, task_id in entries if task_id == self._task_id]
+
     async def append(self, messages: Sequence[ContentMessage]) -> None:
         await self._sessions.append(self._session, messages, task_id=self._task_id)
 

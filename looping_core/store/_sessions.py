@@ -68,17 +68,21 @@ class SessionStore(StoreBase):
 
     async def history(self, session: SessionRef) -> list[Message]:
         """The session's messages in order (empty for a session that has none yet)."""
-        return await self._db.run(self._history, session)
+        return [message for message, _ in await self.entries(session)]
 
-    def _history(self, session: SessionRef) -> list[Message]:
+    async def entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
+        """The session's messages in order, each with the task whose turn added it."""
+        return await self._db.run(self._entries, session)
+
+    def _entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
         session_id = self._session_id(session, create=False)
         if session_id is None:
             return []
         rows = self._sql(
-            "SELECT body FROM session_messages WHERE session_id = ? ORDER BY position",
+            "SELECT body, task_id FROM session_messages WHERE session_id = ? ORDER BY position",
             (session_id,),
         ).fetchall()
-        return [decode_message(body) for (body,) in rows]
+        return [(decode_message(body), task_id) for body, task_id in rows]
 
     async def displace(
         self, session: SessionRef, count: int, replacement: Sequence[Message] = ()
