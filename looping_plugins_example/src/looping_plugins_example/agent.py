@@ -1,12 +1,24 @@
-"""`WordCountAgent`: a small agent that answers every turn with an artifact.
+"""Two example agents.
 
-It exists so the whole path runs end to end with nothing but this distribution: the gateway's
-turn arrives, the runner hands it here, the artifact comes back in the task and in the push.
+- `WordCountAgent` answers every turn with an artifact and needs nothing else: the whole path
+  runs end to end with this distribution alone.
+- `NotesKeeper` is a `LoopingAgent`: a model (`[tenants.<id>.model]`) and the notes tool family;
+  its soul below is the app's words, as every sentence a model sees must be.
 """
 
 from __future__ import annotations
 
-from looping_core.agent import Agent, ArtifactOut, TurnInput, TurnResult
+from collections.abc import Sequence
+
+from looping_core.agent import (
+    Agent,
+    ArtifactOut,
+    Budget,
+    LoopingAgent,
+    LoopingConfig,
+    TurnInput,
+    TurnResult,
+)
 from looping_core.content import TextBlock
 
 
@@ -20,3 +32,23 @@ class WordCountAgent(Agent):
             reply=(TextBlock(f"Counted {count} words."),),
             artifacts=(ArtifactOut(name="word-count", blocks=(TextBlock(str(count)),)),),
         )
+
+
+class NotesKeeper(LoopingAgent):
+    """Keeps the caller's notes with the example notes tools."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return (
+            "You keep notes for the person you talk to. When they tell you something to "
+            "remember, add it as a note; when they ask what they told you, list the notes and "
+            "answer from them. Be brief. What you can do: " + " ".join(capabilities)
+        )
+
+    def agent_config(self) -> LoopingConfig:
+        return LoopingConfig(
+            budget=Budget(max_rounds=6, max_seconds=60),
+            budget_note="You are out of time: answer now with what you have.",
+        )
+
+    def agent_plugins(self) -> Sequence[str]:
+        return ["notes"]
