@@ -15,7 +15,13 @@
 Nothing here imports the web server, JOSE or the database.
 """
 
-from looping_core.agent._loop import Budget, LoopOutcome, StepLog, run_tool_loop
+from looping_core.agent._loop import (
+    Budget,
+    ControlAction,
+    LoopOutcome,
+    StepLog,
+    run_tool_loop,
+)
 from looping_core.agent._looping import LoopingAgent, LoopingConfig
 from looping_core.agent._model import (
     STOP_REASONS,
@@ -54,6 +60,7 @@ __all__ = [
     "Budget",
     "ChatModel",
     "ContextTooLong",
+    "ControlAction",
     "LoopOutcome",
     "LoopingAgent",
     "LoopingConfig",

@@ -48,7 +48,7 @@ from looping_core.content import (
 )
 from looping_core.contract import Tool
 
-__all__ = ["Budget", "LoopOutcome", "StepLog", "run_tool_loop"]
+__all__ = ["Budget", "ControlAction", "LoopOutcome", "StepLog", "run_tool_loop"]
 
 _log = logging.getLogger("looping_core.agent")
 
@@ -69,6 +69,24 @@ class Budget:
 
 
 @attrs.frozen
+class ControlAction:
+    """A way out of the loop the app offers the model, as a tool it may call: ask the caller for
+    input (`INPUT_REQUIRED`) or decline (`REJECTED`). The name and description are the app's;
+    the model passes the words for the caller in `message`."""
+
+    name: str
+    description: str
+    outcome: str = attrs.field(validator=attrs.validators.in_(("input_required", "rejected")))
+    input_schema: Mapping[str, Any] = attrs.field(
+        factory=lambda: {
+            "type": "object",
+            "properties": {"message": {"type": "string"}},
+            "required": ["message"],
+        }
+    )
+
+
+@attrs.frozen
 class LoopOutcome:
     """What the loop did: the messages it added (in order), the last response, the usage summed
     over its model calls, which model served each call, and the budget that ran out, if any."""
@@ -78,6 +96,8 @@ class LoopOutcome:
     usage: Usage
     served_by: tuple[str, ...]
     exhausted: str | None = None
+    control: tuple[ControlAction, ToolUseBlock] | None = None
+    """The control action the model took, and its call, if the loop ended with one."""
 
     @property
     def rounds(self) -> int:
@@ -102,13 +122,17 @@ async def run_tool_loop(
     max_parallel_tools: int = 4,
     clock: Callable[[], float] = time.monotonic,
     pending: Sequence[ToolUseBlock] = (),
+    actions: Sequence[ControlAction] = (),
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
     that have no results yet: they run before the next model call."""
     budget = budget or Budget()
     by_name = {tool.name: tool for tool in tools}
-    specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools)
+    controls = {action.name: action for action in actions}
+    specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools) + tuple(
+        ToolSpec(a.name, a.description, a.input_schema) for a in actions
+    )
     conversation = list(request.messages)
     added: list[Message] = []
     served: list[str] = []
@@ -135,10 +159,52 @@ async def run_tool_loop(
         await _record(log, conversation, added, response.message)
         if last_call or not response.tool_calls:
             return LoopOutcome(tuple(added), response, usage, tuple(served), exhausted)
+        taken = _control(response.tool_calls, controls)
         results = await asyncio.gather(
-            *(_call(call, by_name, tool_timeout, slots) for call in response.tool_calls)
-        )
+            *(
+                _acknowledged(call) if taken and call is taken[1] else
+                _refused_control(call, controls[call.name]) if call.name in controls else
+                _call(call, by_name, tool_timeout, slots)
+                for call in response.tool_calls
+            )
+        )  # fmt: skip
         await _record(log, conversation, added, ToolResultMessage(results))
+        if taken is not None:
+            return LoopOutcome(tuple(added), response, usage, tuple(served), None, taken)
+
+
+def _control(
+    calls: Sequence[ToolUseBlock], controls: Mapping[str, ControlAction]
+) -> tuple[ControlAction, ToolUseBlock] | None:
+    """The first call of a control action with valid arguments (an invalid one is answered as
+    any bad tool call is, and the loop goes on)."""
+    for call in calls:
+        action = controls.get(call.name)
+        if action is not None and jsonschema.Draft202012Validator(
+            dict(action.input_schema)
+        ).is_valid(dict(call.input)):
+            return action, call
+    return None
+
+
+async def _acknowledged(call: ToolUseBlock) -> ToolResultBlock:
+    """The result of a control action's call: empty (the caller answers in the next turn)."""
+    return ToolResultBlock(call.id, ())
+
+
+async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolResultBlock:
+    """A control action called with arguments that fail its schema (or after another one)."""
+    problem = _schema_problem(call, action.input_schema)
+    return _error(call, problem or f"{action.name} was not taken: another action was")
+
+
+def _schema_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
+    try:
+        jsonschema.validate(dict(call.input), dict(schema))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(the arguments)"
+        return f"invalid arguments at {where}: {exc.message}"
+    return None
 
 
 def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:
@@ -174,13 +240,12 @@ async def _call(
     if tool is None:
         return _error(call, f"unknown tool: {call.name}")
     try:
-        jsonschema.validate(dict(call.input), dict(tool.input_schema))
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(the arguments)"
-        return _error(call, f"invalid arguments at {where}: {exc.message}")
+        problem = _schema_problem(call, tool.input_schema)
     except jsonschema.SchemaError:
         _log.error("tool %s has an invalid input schema", call.name)
         return _error(call, f"tool {call.name} cannot be called (its schema is invalid)")
+    if problem is not None:
+        return _error(call, problem)
     async with slots:
         try:
             async with asyncio.timeout(timeout):

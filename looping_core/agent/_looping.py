@@ -24,7 +24,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from looping_core.agent._loop import Budget, run_tool_loop
+from looping_core.agent._loop import Budget, ControlAction, run_tool_loop
 from looping_core.agent._model import ModelRequest
 from looping_core.agent._seam import (
     Agent,
@@ -59,6 +59,8 @@ class LoopingConfig:
     max_parallel_tools: int = 4
     answer_name: str = "answer"
     """The name of the artifact that carries the final answer."""
+    actions: tuple[ControlAction, ...] = ()
+    """Ways out of the loop the model may take: ask the caller for input, or decline."""
 
 
 class LoopingAgent(Agent):
@@ -120,7 +122,14 @@ class LoopingAgent(Agent):
             tool_timeout=config.tool_timeout,
             max_parallel_tools=config.max_parallel_tools,
             pending=pending,
+            actions=config.actions,
         )
+        if outcome.control is not None:
+            action, call = outcome.control
+            words = (TextBlock(str(call.input["message"])),)
+            if action.outcome == "input_required":
+                return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words)
+            return TurnResult(TurnOutcome.REJECTED, reply=words)
         return self._result(outcome.final.message)
 
     @staticmethod

@@ -52,10 +52,10 @@ class SessionLog(Protocol):
         """The session's messages so far, in order."""
 
     async def this_turn(self) -> list[Message]:
-        """The messages this task's turn has added so far (not empty: the turn is resumed)."""
+        """The messages this turn has added so far (not empty: the turn is resumed)."""
 
     async def append(self, messages: Sequence[Message]) -> None:
-        """Add messages at the end, as this task's; durable when this returns."""
+        """Add messages at the end, as this turn's; durable when this returns."""
 
 
 @attrs.frozen

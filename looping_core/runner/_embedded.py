@@ -220,7 +220,11 @@ class EmbeddedRunner:
             message=UserMessage(blocks),
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
-            session=_TurnSession(self._sessions, session, task.id) if self._sessions else None,
+            session=(
+                _TurnSession(self._sessions, session, task.id, latest.message_id)
+                if self._sessions
+                else None
+            ),
             tool_context=ToolContext(
                 tenant=caller.tenant,
                 instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own
@@ -280,22 +284,26 @@ class EmbeddedRunner:
 
 
 class _TurnSession:
-    """The caller's session as the agent sees it: bound to its conversation and to this task."""
+    """The caller's session as the agent sees it: bound to its conversation and to this turn (a
+    task's follow-up is a new turn; a resumed turn is the same one)."""
 
-    def __init__(self, sessions: SessionStore, session: SessionRef, task_id: str) -> None:
+    def __init__(
+        self, sessions: SessionStore, session: SessionRef, task_id: str, turn: str
+    ) -> None:
         self._sessions = sessions
         self._session = session
         self._task_id = task_id
+        self._turn = turn
 
     async def history(self) -> list[ContentMessage]:
         return await self._sessions.history(self._session)
 
     async def this_turn(self) -> list[ContentMessage]:
         entries = await self._sessions.entries(self._session)
-        return [message for message, task_id in entries if task_id == self._task_id]
+        return [message for message, turn in entries if turn == self._turn]
 
     async def append(self, messages: Sequence[ContentMessage]) -> None:
-        await self._sessions.append(self._session, messages, task_id=self._task_id)
+        await self._sessions.append(self._session, messages, task_id=self._task_id, turn=self._turn)
 
 
 def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:

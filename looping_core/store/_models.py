@@ -163,6 +163,8 @@ class SessionMessageRow(_Base):
     body = peewee.TextField()
     task_id = peewee.TextField(null=True)
     """The task whose turn added it, if any."""
+    turn = peewee.TextField(null=True)
+    """The turn that added it: the A2A messageId of the message that started the turn."""
     created_ts = peewee.BigIntegerField()
 
     class Meta:

@@ -33,12 +33,18 @@ class SessionStore(StoreBase):
         return isinstance(self._db.peewee, peewee.PostgresqlDatabase)
 
     async def append(
-        self, session: SessionRef, messages: Sequence[Message], *, task_id: str | None = None
+        self,
+        session: SessionRef,
+        messages: Sequence[Message],
+        *,
+        task_id: str | None = None,
+        turn: str | None = None,
     ) -> int:
-        """Add `messages` at the end, in one transaction; returns the session's length."""
+        """Add `messages` at the end, in one transaction, as the task's and the turn's (the
+        messageId that started it); returns the session's length."""
         for attempt in range(_APPEND_TRIES):
             try:
-                return await self._db.run(self._append, session, tuple(messages), task_id)
+                return await self._db.run(self._append, session, tuple(messages), task_id, turn)
             except peewee.IntegrityError:
                 # Another connection created this session at the same moment; this transaction
                 # rolled back, and the next try finds (and locks) that session.
@@ -47,7 +53,11 @@ class SessionStore(StoreBase):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _append(
-        self, session: SessionRef, messages: tuple[Message, ...], task_id: str | None
+        self,
+        session: SessionRef,
+        messages: tuple[Message, ...],
+        task_id: str | None,
+        turn: str | None,
     ) -> int:
         with self._db.write():
             session_id = self._session_id(session, create=True, lock=True)
@@ -60,9 +70,9 @@ class SessionStore(StoreBase):
             for message in messages:
                 position += 1
                 self._sql(
-                    "INSERT INTO session_messages (session_id, position, body, task_id,"
-                    " created_ts) VALUES (?, ?, ?, ?, ?)",
-                    (session_id, position, encode(message).decode("utf-8"), task_id, stamp),
+                    "INSERT INTO session_messages (session_id, position, body, task_id, turn,"
+                    " created_ts) VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, position, encode(message).decode("utf-8"), task_id, turn, stamp),
                 )
             return self._length(session_id)
 
@@ -71,7 +81,7 @@ class SessionStore(StoreBase):
         return [message for message, _ in await self.entries(session)]
 
     async def entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
-        """The session's messages in order, each with the task whose turn added it."""
+        """The session's messages in order, each with the turn that added it (its messageId)."""
         return await self._db.run(self._entries, session)
 
     def _entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
@@ -79,10 +89,10 @@ class SessionStore(StoreBase):
         if session_id is None:
             return []
         rows = self._sql(
-            "SELECT body, task_id FROM session_messages WHERE session_id = ? ORDER BY position",
+            "SELECT body, turn FROM session_messages WHERE session_id = ? ORDER BY position",
             (session_id,),
         ).fetchall()
-        return [(decode_message(body), task_id) for body, task_id in rows]
+        return [(decode_message(body), turn) for body, turn in rows]
 
     async def displace(
         self, session: SessionRef, count: int, replacement: Sequence[Message] = ()

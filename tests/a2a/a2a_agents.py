@@ -12,6 +12,7 @@ from looping_core.agent import (
     AgentContext,
     ArtifactOut,
     Budget,
+    ControlAction,
     LoopingAgent,
     LoopingConfig,
     ModelRequest,
@@ -106,6 +107,16 @@ class NotesAgent(LoopingAgent):
 
     def agent_plugins(self) -> Sequence[str]:
         return ["notes"]
+
+
+class AskingAgent(NotesAgent):
+    """May ask the caller a question (the action's words are the test's)."""
+
+    def agent_config(self) -> LoopingConfig:
+        ask = ControlAction(
+            "ask_caller", "Ask the caller when something is unclear.", "input_required"
+        )
+        return LoopingConfig(actions=(ask,))
 
 
 class WrongFamiliesAgent(NotesAgent):

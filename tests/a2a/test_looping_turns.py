@@ -128,3 +128,31 @@ async def test_a_misconfigured_looping_agent_stops_the_server_at_startup(
         await start_agent(
             [gateway.origin], extra=keeper("http://127.0.0.1:9/v1", agent=agent, model=model)
         )
+
+
+async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
+    gateway: FakeGateway, model_server: FakeModelServer
+) -> None:
+    config = keeper(model_server.base_url, agent="a2a_agents:AskingAgent")
+    agent, listener = await start_agent([gateway.origin], extra=config)
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    model_server.replies += [
+        Reply.tool_calls(("c1", "ask_caller", {"message": "Which list?"})),
+        Reply.text("Added to groceries."),
+    ]
+    try:
+        _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="add milk")
+        task_id = first["result"]["task"]["id"]
+        task = await answer_of(gateway, 1)
+        assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        assert task["status"]["message"]["parts"] == [{"text": "Which list?"}]
+        await gateway.send_turn(agent.endpoint, tenant="keeper", text="groceries", task_id=task_id)
+        task = await answer_of(gateway, 2)
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][-1]["parts"] == [{"text": "Added to groceries."}]
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
+    _, *conversation = model_server.requests[1]["messages"]
+    assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "user"]
+    assert conversation[-1]["content"] == [{"type": "text", "text": "groceries"}]

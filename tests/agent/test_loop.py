@@ -11,6 +11,7 @@ import pytest
 
 from looping_core.agent import (
     Budget,
+    ControlAction,
     ModelRequest,
     StreamEnd,
     run_tool_loop,
@@ -245,3 +246,35 @@ async def test_the_log_sees_each_step_before_the_next_begins() -> None:
 def test_a_budget_needs_one_round() -> None:
     with pytest.raises(ValueError, match="max_rounds"):
         Budget(max_rounds=0)
+
+
+ASK = ControlAction("ask_caller", "Ask the caller a question.", "input_required")
+
+
+async def test_a_control_action_ends_the_loop_with_its_call() -> None:
+    notes = Notes()
+    model = ScriptedModel(
+        [calls(("c1", "notes.add", '{"text": "x"}'), ("c2", "ask_caller", '{"message": "Which?"}'))]
+    )
+    outcome = await run_tool_loop([model], REQUEST, notes.tools(), actions=[ASK])
+    assert outcome.control is not None
+    action, call = outcome.control
+    assert (action.name, call.input) == ("ask_caller", {"message": "Which?"})
+    assert notes.saved == ["x"]  # the other calls of the response still ran
+    _, acknowledged = results_of(outcome.messages[1])
+    assert acknowledged == ToolResultBlock("c2", ())
+    assert [t.name for t in model.requests[0].tools] == ["notes.add", "ask_caller"]
+
+
+async def test_a_control_action_with_bad_arguments_is_an_error_and_the_loop_goes_on() -> None:
+    model = ScriptedModel([calls(("c1", "ask_caller", '{"msg": "?"}')), answer("Fine.")])
+    outcome = await run_tool_loop([model], REQUEST, [], actions=[ASK])
+    assert outcome.control is None
+    [result] = results_of(outcome.messages[1])
+    assert result.is_error
+    assert result.content[0].text.startswith("invalid arguments")  # type: ignore[union-attr]
+
+
+def test_a_control_action_has_one_of_two_outcomes() -> None:
+    with pytest.raises(ValueError, match="outcome"):
+        ControlAction("x", "d", "completed")
