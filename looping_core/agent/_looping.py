@@ -11,7 +11,9 @@ server before it listens), never at import time:
 - `agent_plugins()`: which of the tenant's plugins' tool families it uses (`None`: all).
 
 Each turn: the new message joins the caller's durable session, the loop runs with every step
-written there, and the final answer's text, images and audio are the reply and an artifact. A
+written there, and the final answer's text, images and audio are the reply and an artifact; the
+turn's usage, the models that served it and its rounds become the task's metadata
+(`looping.usage`, `looping.models`, `looping.rounds`, and `looping.budgetSpent` when one was). A
 turn resumed after a crash (`[runner] on_restart = "resume"`) continues from its last durable
 step: tool calls whose results are stored are not run again, ones without results are, and an
 answer already stored is returned without asking the model again.
@@ -124,13 +126,20 @@ class LoopingAgent(Agent):
             pending=pending,
             actions=config.actions,
         )
+        report = {
+            "looping.usage": attrs.asdict(outcome.usage),
+            "looping.models": list(outcome.served_by),
+            "looping.rounds": outcome.rounds,
+        }
+        if outcome.exhausted is not None:
+            report["looping.budgetSpent"] = outcome.exhausted
         if outcome.control is not None:
             action, call = outcome.control
             words = (TextBlock(str(call.input["message"])),)
             if action.outcome == "input_required":
-                return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words)
-            return TurnResult(TurnOutcome.REJECTED, reply=words)
-        return self._result(outcome.final.message)
+                return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words, metadata=report)
+            return TurnResult(TurnOutcome.REJECTED, reply=words, metadata=report)
+        return attrs.evolve(self._result(outcome.final.message), metadata=report)
 
     @staticmethod
     async def _conversation(

@@ -6,8 +6,8 @@ import abc
 import enum
 import importlib
 import uuid
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -102,6 +102,8 @@ class TurnResult:
     reply: tuple[Block, ...] = ()
     """The agent's message (kept in history; for an interruption, also the status message)."""
     artifacts: tuple[ArtifactOut, ...] = ()
+    metadata: Mapping[str, Any] | None = None
+    """What the turn reports about itself (JSON values): it becomes the task's metadata."""
 
 
 class Agent(abc.ABC):

@@ -272,6 +272,7 @@ class EmbeddedRunner:
             status_message=status_message,
             reply=reply,
             artifacts=artifacts,
+            metadata=result.metadata,
         )
         if not won:
             _log.info("task %s was canceled while its turn ran; its result is discarded", task_id)

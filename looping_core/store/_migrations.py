@@ -70,12 +70,19 @@ def _sessions(db: peewee.Database) -> None:
     db.create_tables(list(SESSION_MODELS), safe=True)
 
 
+def _task_metadata(db: peewee.Database) -> None:
+    """A task's metadata: what its turns report about themselves."""
+    if "metadata" not in {column.name for column in db.get_columns("tasks")}:
+        db.execute_sql("ALTER TABLE tasks ADD COLUMN metadata TEXT")  # type: ignore[no-untyped-call]
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
     Migration(1, "tasks, messages, artifacts, push", _initial_schema),
     Migration(2, "owners (node, worker slot) of tasks and queued pushes", _owners),
     Migration(3, "sessions and their messages", _sessions),
+    Migration(4, "task metadata", _task_metadata),
 )
 
 

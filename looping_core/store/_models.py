@@ -58,6 +58,8 @@ class TaskRow(_Base):
     """The server (`[server] node`) that runs the task's turns."""
     worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
     """Its process (`[server] workers` slot) that runs them."""
+    metadata = peewee.TextField(null=True)
+    """The task's metadata (JSON): what its last turn reported (usage, models, rounds)."""
 
     class Meta:
         table_name = "tasks"

@@ -53,7 +53,14 @@ class Reads(StoreBase):
                 row.id,
                 request.history_length,
                 include_artifacts=request.include_artifacts,
-                head=Head(row.id, row.context_id, row.state, row.status_message, row.status_ts),
+                head=Head(
+                    row.id,
+                    row.context_id,
+                    row.state,
+                    row.status_message,
+                    row.status_ts,
+                    row.metadata,
+                ),
             )
             for row in rows
         )

@@ -52,9 +52,10 @@ class Head:
     state: int
     status_message: str | None
     status_ts: int
+    metadata: str | None
 
 
-HEAD = "SELECT id, context_id, state, status_message, status_ts FROM tasks"
+HEAD = "SELECT id, context_id, state, status_message, status_ts, metadata FROM tasks"
 
 
 class StoreBase:
@@ -116,6 +117,7 @@ class StoreBase:
             timestamp=timestamp(head.status_ts),
         )
         return Task(
+            metadata=json.loads(head.metadata) if head.metadata else None,
             id=head.id,
             context_id=head.context_id,
             status=status,

@@ -7,8 +7,10 @@ in the same transaction (a transactional outbox), so a crash can lose neither.
 from __future__ import annotations
 
 import functools
+import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import attrs
 import peewee
@@ -144,8 +146,10 @@ class Turns(Outbox, PushConfigs):
         status_message: Message | None = None,
         reply: Message | None = None,
         artifacts: Sequence[Artifact] = (),
+        metadata: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Move the task to `to` if (and only if) it is in one of `allowed_from`.
+        """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
+        when given, becomes the task's.
 
         One guarded UPDATE decides; artifacts, the agent's reply and the pushes for terminal and
         interrupted states are written in the same transaction. Returns whether this call won.
@@ -156,6 +160,7 @@ class Turns(Outbox, PushConfigs):
             status_message=status_message,
             reply=reply,
             artifacts=tuple(artifacts),
+            metadata=metadata,
         )
         return await self._db.run(write, task_id, to)
 
@@ -168,6 +173,7 @@ class Turns(Outbox, PushConfigs):
         status_message: Message | None,
         reply: Message | None,
         artifacts: tuple[Artifact, ...],
+        metadata: Mapping[str, Any] | None = None,
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
@@ -191,6 +197,11 @@ class Turns(Outbox, PushConfigs):
             )
             if not won:
                 return False
+            if metadata is not None:
+                self._sql(
+                    "UPDATE tasks SET metadata = ? WHERE id = ?",
+                    (json.dumps(dict(metadata), separators=(",", ":")), task_id),
+                )
             for artifact in artifacts:
                 self._sql(
                     "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"

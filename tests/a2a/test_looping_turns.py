@@ -66,6 +66,15 @@ async def test_the_loop_uses_tools_and_the_session_carries_the_conversation(
         task = await answer_of(gateway, 1)
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert task["artifacts"][0]["parts"] == [{"text": "Noted."}]
+        # The turn's usage (two model calls of the fake server) is the task's metadata.
+        usage = task["metadata"]["looping.usage"]
+        assert (usage["input_tokens"], usage["output_tokens"]) == (30, 13)
+        assert task["metadata"]["looping.models"] == ["openai:m", "openai:m"]
+        assert task["metadata"]["looping.rounds"] == 2
+        _, got = await gateway.call(
+            agent.endpoint, "GetTask", {"tenant": "keeper", "id": task["id"]}, tenant="keeper"
+        )
+        assert got["result"]["metadata"] == task["metadata"]
 
         await gateway.send_turn(
             agent.endpoint, tenant="keeper", text="what do I have?", context_id=context_id

@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == [2, 3]
-    assert status.applied == (1, 2, 3)
+    assert [migration.version for migration in applied] == [2, 3, 4]
+    assert status.applied == (1, 2, 3, 4)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
