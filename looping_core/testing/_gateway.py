@@ -17,7 +17,6 @@ import json
 import time
 import uuid
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -27,6 +26,7 @@ from aiohttp import web
 from looping_core.a2a import SigningKey, verify_push
 from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
 from looping_core.testing._keys import ed25519_private_jwk
+from looping_core.testing._local import LocalServer
 
 __all__ = ["FakeGateway", "ReceivedPush", "make_gateway_token"]
 
@@ -91,7 +91,7 @@ class ReceivedPush:
         return json.loads(self.body)
 
 
-class FakeGateway:
+class FakeGateway(LocalServer):
     """A gateway for tests: real Ed25519 key, real JWKS server on 127.0.0.1, token minting, and
     push receivers that verify every push against the agent's JWKS."""
 
@@ -117,14 +117,11 @@ class FakeGateway:
         self.push_token = "push-token-" + uuid.uuid4().hex
         self.push_credentials = "push-credentials-" + uuid.uuid4().hex
         self._push_arrived = asyncio.Condition()
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
 
     @property
     def origin(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("the fake gateway is not started")
-        return f"http://{self.host}:{self._port}"
+        return self._origin
 
     @property
     def jwks_url(self) -> str:
@@ -244,31 +241,9 @@ class FakeGateway:
             jwks = await response.json()
         return verify_push(request.headers, body, jwks, audience=self.push_url(inbox))
 
-    async def start(self) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_get("/.well-known/jwks.json", self._serve_jwks)
         app.router.add_post("/push/{inbox}", self._receive_push)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, 0).start()
-        self._port = int(self._runner.addresses[0][1])
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeGateway:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _serve_jwks(self, request: web.Request) -> web.Response:
         self.jwks_fetches += 1

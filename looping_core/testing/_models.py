@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import attrs
@@ -15,6 +14,7 @@ from aiohttp import web
 
 from looping_core.agent import ModelError, ModelEvent, ModelRequest, StreamEnd
 from looping_core.content import TextChunk, Usage
+from looping_core.testing._local import LocalServer
 
 __all__ = ["FakeModelServer", "Reply", "ScriptedModel"]
 
@@ -115,7 +115,7 @@ class Reply:
         return cls(raw=lines)
 
 
-class FakeModelServer:
+class FakeModelServer(LocalServer):
     """An OpenAI-compatible Chat Completions endpoint on 127.0.0.1 (`base_url`), answering each
     request with the next `Reply` of `replies`. Received bodies are kept in `requests`."""
 
@@ -123,40 +123,14 @@ class FakeModelServer:
         self.replies = list(replies)
         self.model = model
         self.requests: list[dict[str, Any]] = []
-        self._runner: web.AppRunner | None = None
-        self._port = 0
+        super().__init__()
 
     @property
     def base_url(self) -> str:
-        if self._runner is None:
-            raise RuntimeError("the fake model server is not started")
-        return f"http://127.0.0.1:{self._port}/v1"
+        return f"{self._origin}/v1"
 
-    async def start(self) -> None:
-        app = web.Application()
+    def _routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._complete)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self._port = int(self._runner.addresses[0][1])
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> FakeModelServer:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(await request.json())

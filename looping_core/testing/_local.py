@@ -1,0 +1,55 @@
+"""What the harness's fake servers share: an aiohttp application on 127.0.0.1 at a free port,
+started and stopped by hand or as an async context manager."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self
+
+from aiohttp import web
+
+__all__ = ["LocalServer"]
+
+
+class LocalServer:
+    """A real HTTP server on `host` (127.0.0.1 by default) with the routes `_routes` adds."""
+
+    host = "127.0.0.1"
+
+    def __init__(self) -> None:
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+
+    def _routes(self, app: web.Application) -> None:
+        raise NotImplementedError
+
+    @property
+    def _origin(self) -> str:
+        if self._runner is None:
+            raise RuntimeError(f"the {type(self).__name__} is not started")
+        return f"http://{self.host}:{self._port}"
+
+    async def start(self) -> None:
+        app = web.Application()
+        self._routes(app)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, 0).start()
+        self._port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
