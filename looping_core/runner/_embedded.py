@@ -295,15 +295,22 @@ class _TurnSession:
         self._session = session
         self._task_id = task_id
         self._turn = turn
+        self._read: list[tuple[ContentMessage, str | None]] | None = None
+        """The session as last read; an append makes it stale."""
+
+    async def _entries(self) -> list[tuple[ContentMessage, str | None]]:
+        if self._read is None:
+            self._read = await self._sessions.entries(self._session)
+        return self._read
 
     async def history(self) -> list[ContentMessage]:
-        return await self._sessions.history(self._session)
+        return [message for message, _ in await self._entries()]
 
     async def this_turn(self) -> list[ContentMessage]:
-        entries = await self._sessions.entries(self._session)
-        return [message for message, turn in entries if turn == self._turn]
+        return [message for message, turn in await self._entries() if turn == self._turn]
 
     async def append(self, messages: Sequence[ContentMessage]) -> None:
+        self._read = None
         await self._sessions.append(self._session, messages, task_id=self._task_id, turn=self._turn)
 
 

@@ -138,8 +138,9 @@ def tenant_models(
     env = os.environ if environ is None else environ
     problems: list[str] = []
     models: dict[str, tuple[ChatModel, ...]] = {}
+    builtins = builtin_model_providers()
     for tenant_id, tenant in config.tenants.items():
-        providers = builtin_model_providers()
+        providers = dict(builtins)
         for name, contribution in tenant_plugins[tenant_id].registry.model_providers.items():
             if name in providers:
                 problems.append(

@@ -3,6 +3,7 @@ started and stopped by hand or as an async context manager."""
 
 from __future__ import annotations
 
+import abc
 from types import TracebackType
 from typing import Self
 
@@ -11,7 +12,7 @@ from aiohttp import web
 __all__ = ["LocalServer"]
 
 
-class LocalServer:
+class LocalServer(abc.ABC):
     """A real HTTP server on `host` (127.0.0.1 by default) with the routes `_routes` adds."""
 
     host = "127.0.0.1"
@@ -20,8 +21,9 @@ class LocalServer:
         self._runner: web.AppRunner | None = None
         self._port = 0
 
+    @abc.abstractmethod
     def _routes(self, app: web.Application) -> None:
-        raise NotImplementedError
+        """Add the server's routes to `app`."""
 
     @property
     def _origin(self) -> str:
