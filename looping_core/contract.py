@@ -7,6 +7,7 @@ and receive them as arguments. Changing a field in an incompatible way means bum
 
 from __future__ import annotations
 
+import contextvars
 import os
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -27,11 +28,13 @@ __all__ = [
     "SubtaskRecipe",
     "SubtaskType",
     "Tool",
+    "ToolCall",
     "ToolContext",
     "ToolFamily",
     "Turn",
     "Workspace",
     "WorkspaceBacking",
+    "current_tool_call",
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
@@ -131,6 +134,34 @@ class Tool:
     description: str
     input_schema: Mapping[str, Any]
     handler: Callable[[Mapping[str, Any]], Awaitable[Any]]
+
+
+@attrs.frozen
+class ToolCall:
+    """The model's call a tool handler is running for.
+
+    `id` is the call's id as the model gave it; it is the same when a turn resumed after a crash
+    runs a call again whose result was never stored, so a handler with side effects can use it as
+    an idempotency key (and skip, or look up, what it already did).
+    """
+
+    id: str
+    name: str
+
+
+_CURRENT_TOOL_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
+    "looping_tool_call", default=None
+)
+
+
+def current_tool_call() -> ToolCall | None:
+    """The call the running tool handler serves (`None` outside a handler)."""
+    return _CURRENT_TOOL_CALL.get()
+
+
+def bind_tool_call(call: ToolCall) -> contextvars.Token[ToolCall | None]:
+    """Make `call` the current one for this task (the tool loop does this; plugins only read)."""
+    return _CURRENT_TOOL_CALL.set(call)
 
 
 @attrs.frozen

@@ -156,11 +156,13 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0002  owners (node, worker slot) of tasks and queued pushes\n"
         "applied 0003  sessions and their messages\n"
         "applied 0004  task metadata\n"
+        "applied 0005  follow-ups to a running turn\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith(
-        "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\nup to date\n"
+        "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
+        "up to date\n"
     )
 
 

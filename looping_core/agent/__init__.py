@@ -10,14 +10,23 @@
 - `LoopingAgent`: the soul (`agent_soul`) is the app's; the session, the models, the tool loop
   and the budget are core's.
 - The tool loop: `run_tool_loop` asks the models, runs the tools they call (bad calls become
-  error results, never crashes), hands every step to a `StepLog`, and keeps to a `Budget`.
+  error results, never crashes), hands every step to a `StepLog`, keeps to a `Budget`, takes in
+  what the caller sends meanwhile (`Inbox`), and compacts the conversation (`Compactor`) before
+  it outgrows the context window.
 
 Nothing here imports the web server, JOSE or the database.
 """
 
+from looping_core.agent._compaction import (
+    Compaction,
+    Compactor,
+    displaceable,
+    estimate_tokens,
+)
 from looping_core.agent._loop import (
     Budget,
     ControlAction,
+    Inbox,
     LoopOutcome,
     StepLog,
     run_tool_loop,
@@ -59,8 +68,11 @@ __all__ = [
     "ArtifactOut",
     "Budget",
     "ChatModel",
+    "Compaction",
+    "Compactor",
     "ContextTooLong",
     "ControlAction",
+    "Inbox",
     "LoopOutcome",
     "LoopingAgent",
     "LoopingConfig",
@@ -81,6 +93,8 @@ __all__ = [
     "TurnResult",
     "builtin_model_providers",
     "chat_models",
+    "displaceable",
+    "estimate_tokens",
     "load_agent_class",
     "openai_provider",
     "respond",

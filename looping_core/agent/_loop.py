@@ -18,24 +18,28 @@ the words a model is told to act on are the app's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
 import jsonschema
 import rfc8785
 
+from looping_core.agent._compaction import Compactor
 from looping_core.agent._model import (
     ChatModel,
+    ContextTooLong,
     ModelRequest,
     ModelResponse,
     ToolSpec,
     respond_with_fallback,
 )
 from looping_core.content import (
+    AssistantMessage,
     AudioBlock,
     DocumentBlock,
     ImageBlock,
@@ -46,9 +50,9 @@ from looping_core.content import (
     ToolUseBlock,
     Usage,
 )
-from looping_core.contract import Tool
+from looping_core.contract import Tool, ToolCall, bind_tool_call
 
-__all__ = ["Budget", "ControlAction", "LoopOutcome", "StepLog", "run_tool_loop"]
+__all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_tool_loop"]
 
 _log = logging.getLogger("looping_core.agent")
 
@@ -98,6 +102,8 @@ class LoopOutcome:
     exhausted: str | None = None
     control: tuple[ControlAction, ToolUseBlock] | None = None
     """The control action the model took, and its call, if the loop ended with one."""
+    compactions: int = 0
+    """How often the conversation was compacted (summaries' usage is in `usage`)."""
 
     @property
     def rounds(self) -> int:
@@ -108,6 +114,10 @@ class StepLog(Protocol):
     """Where each step goes before the next begins (a durable session, say)."""
 
     async def append(self, messages: Sequence[Message]) -> None: ...
+
+
+Inbox = Callable[[], Awaitable[Sequence[Message]]]
+"""Messages the caller sent since the last look (durable already), oldest first."""
 
 
 async def run_tool_loop(
@@ -123,10 +133,17 @@ async def run_tool_loop(
     clock: Callable[[], float] = time.monotonic,
     pending: Sequence[ToolUseBlock] = (),
     actions: Sequence[ControlAction] = (),
+    compactor: Compactor | None = None,
+    inbox: Inbox | None = None,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
-    that have no results yet: they run before the next model call."""
+    that have no results yet: they run before the next model call.
+
+    `compactor` keeps each request under the context window; `inbox` gives the messages the
+    caller sent while the loop ran (already durable): they join the conversation before the next
+    model call, and an answer given while one waits is not the last word.
+    """
     budget = budget or Budget()
     by_name = {tool.name: tool for tool in tools}
     controls = {action.name: action for action in actions}
@@ -139,12 +156,21 @@ async def run_tool_loop(
     usage = Usage()
     started = clock()
     slots = asyncio.Semaphore(max_parallel_tools)
+    dispatch = functools.partial(
+        _dispatch, tools=by_name, controls=controls, timeout=tool_timeout, slots=slots
+    )
     if pending:
-        results = await asyncio.gather(
-            *(_call(call, by_name, tool_timeout, slots) for call in pending)
-        )
+        results, taken = await dispatch(pending)
         await _record(log, conversation, added, ToolResultMessage(results))
+        if taken is not None:  # the turn had ended with a control action before a crash
+            asked = next(m for m in reversed(request.messages) if isinstance(m, AssistantMessage))
+            final = ModelResponse(asked, "tool_use", served_by="")
+            return _outcome(added, final, usage, served, compactor=compactor, control=taken)
     while True:
+        if inbox is not None:
+            arrived = await inbox()
+            conversation.extend(arrived)
+            added.extend(arrived)
         exhausted = _spent(budget, len(served), usage, clock() - started)
         last_call = exhausted is not None
         step = attrs.evolve(
@@ -153,24 +179,103 @@ async def run_tool_loop(
             tools=() if last_call else specs,
             system=_with_note(request.system, budget_note) if last_call else request.system,
         )
-        response = await respond_with_fallback(models, step)
+        step, response = await _ask(models, step, compactor)
+        conversation[:] = step.messages
         served.append(response.served_by)
         usage = usage + (response.message.usage or Usage())
-        await _record(log, conversation, added, response.message)
-        if last_call or not response.tool_calls:
-            return LoopOutcome(tuple(added), response, usage, tuple(served), exhausted)
-        taken = _control(response.tool_calls, controls)
-        results = await asyncio.gather(
-            *(
-                _acknowledged(call) if taken and call is taken[1] else
-                _refused_control(call, controls[call.name]) if call.name in controls else
-                _call(call, by_name, tool_timeout, slots)
-                for call in response.tool_calls
+        calls = response.tool_calls
+        if last_call or not calls:
+            await _record(log, conversation, added, response.message)
+            if not last_call and inbox is not None and await _waiting(inbox, conversation, added):
+                continue  # the caller said more while the model answered: answer that too
+            return _outcome(
+                added, response, usage, served, compactor=compactor, exhausted=exhausted
             )
-        )  # fmt: skip
-        await _record(log, conversation, added, ToolResultMessage(results))
+        malformed = [
+            _error(c, response.bad_arguments[c.id]) for c in calls if c.id in response.bad_arguments
+        ]
+        if malformed:
+            # Answered at once, in the same write as the calls: a resumed turn never runs them.
+            await _record(log, conversation, added, response.message, ToolResultMessage(malformed))
+        else:
+            await _record(log, conversation, added, response.message)
+        results, taken = await dispatch(
+            [call for call in calls if call.id not in response.bad_arguments]
+        )
+        if results:
+            await _record(log, conversation, added, ToolResultMessage(results))
         if taken is not None:
-            return LoopOutcome(tuple(added), response, usage, tuple(served), None, taken)
+            return _outcome(added, response, usage, served, compactor=compactor, control=taken)
+
+
+async def _dispatch(
+    calls: Sequence[ToolUseBlock],
+    *,
+    tools: Mapping[str, Tool],
+    controls: Mapping[str, ControlAction],
+    timeout: float,
+    slots: asyncio.Semaphore,
+) -> tuple[list[ToolResultBlock], tuple[ControlAction, ToolUseBlock] | None]:
+    """The results of `calls`, in their order, and the control action taken among them."""
+    taken = _control(calls, controls)
+    results = await asyncio.gather(
+        *(
+            _acknowledged(call) if taken and call is taken[1] else
+            _refused_control(call, controls[call.name]) if call.name in controls else
+            _call(call, tools, timeout, slots)
+            for call in calls
+        )
+    )  # fmt: skip
+    return list(results), taken
+
+
+async def _ask(
+    models: Sequence[ChatModel], step: ModelRequest, compactor: Compactor | None
+) -> tuple[ModelRequest, ModelResponse]:
+    """The models' response to `step`, compacted first when it would not fit; a "context too
+    long" error compacts and tries once more. Returns the request as it was sent."""
+    if compactor is not None and compactor.over(step):
+        step = attrs.evolve(step, messages=await compactor.compact(step))
+    try:
+        response = await respond_with_fallback(models, step)
+    except ContextTooLong:
+        if compactor is None:
+            raise
+        compacted = await compactor.compact(step)
+        if compacted == step.messages:
+            raise
+        step = attrs.evolve(step, messages=compacted)
+        response = await respond_with_fallback(models, step)
+    if compactor is not None:
+        compactor.observe(step, response)
+    return step, response
+
+
+async def _waiting(inbox: Inbox, conversation: list[Message], added: list[Message]) -> bool:
+    """Whether the caller sent more (now in the conversation) while the model answered."""
+    arrived = await inbox()
+    conversation.extend(arrived)
+    added.extend(arrived)
+    return bool(arrived)
+
+
+def _outcome(
+    added: list[Message],
+    response: ModelResponse,
+    usage: Usage,
+    served: list[str],
+    *,
+    compactor: Compactor | None,
+    exhausted: str | None = None,
+    control: tuple[ControlAction, ToolUseBlock] | None = None,
+) -> LoopOutcome:
+    compactions = 0
+    if compactor is not None:
+        usage = usage + compactor.usage
+        compactions = compactor.compactions
+    return LoopOutcome(
+        tuple(added), response, usage, tuple(served), exhausted, control, compactions
+    )
 
 
 def _control(
@@ -225,12 +330,13 @@ def _with_note(system: str, note: str) -> str:
 
 
 async def _record(
-    log: StepLog | None, conversation: list[Message], added: list[Message], message: Message
+    log: StepLog | None, conversation: list[Message], added: list[Message], *messages: Message
 ) -> None:
+    """Hand `messages` to the log (one write) before the conversation goes on with them."""
     if log is not None:
-        await log.append([message])
-    conversation.append(message)
-    added.append(message)
+        await log.append(messages)
+    conversation.extend(messages)
+    added.extend(messages)
 
 
 async def _call(
@@ -249,6 +355,7 @@ async def _call(
     async with slots:
         try:
             async with asyncio.timeout(timeout):
+                bind_tool_call(ToolCall(call.id, call.name))  # this call's task only
                 value = await tool.handler(call.input)
         except TimeoutError:
             _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)

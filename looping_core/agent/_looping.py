@@ -22,12 +22,15 @@ answer already stored is returned without asking the model again.
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
+from looping_core.agent._compaction import Compaction, Compactor
 from looping_core.agent._loop import Budget, ControlAction, run_tool_loop
-from looping_core.agent._model import ModelRequest
+from looping_core.agent._model import ContextTooLong, ModelError, ModelRequest, ModelUnavailable
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
@@ -37,6 +40,7 @@ from looping_core.agent._seam import (
     TurnOutcome,
     TurnResult,
 )
+from looping_core.config import LoopSettings
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -44,16 +48,20 @@ from looping_core.content import (
     Message,
     RefusalBlock,
     TextBlock,
+    ToolResultMessage,
     ToolUseBlock,
 )
-from looping_core.contract import Tool, ToolContext, ToolFamily
+from looping_core.contract import SessionRef, Tool, ToolContext, ToolFamily
 
 __all__ = ["LoopingAgent", "LoopingConfig"]
+
+_log = logging.getLogger("looping_core.agent")
 
 
 @attrs.frozen
 class LoopingConfig:
-    """How a `LoopingAgent`'s loop runs. `budget_note` is the app's words for a spent budget."""
+    """How a `LoopingAgent`'s loop runs. `budget_note` is the app's words for a spent budget;
+    `compaction.prompt` its words for a summary. `[tenants.<id>.loop]` overrides the numbers."""
 
     budget: Budget = attrs.field(factory=Budget)
     budget_note: str = ""
@@ -63,6 +71,35 @@ class LoopingConfig:
     """The name of the artifact that carries the final answer."""
     actions: tuple[ControlAction, ...] = ()
     """Ways out of the loop the model may take: ask the caller for input, or decline."""
+    compaction: Compaction = attrs.field(factory=Compaction)
+    context_window: int | None = None
+    """The models' context window when `[tenants.<id>.model]` declares none."""
+
+    def overridden(self, settings: LoopSettings) -> LoopingConfig:
+        """This config with what the deployment set in `[tenants.<id>.loop]`."""
+
+        def pick(name: str, current: Any) -> Any:
+            value = getattr(settings, name)
+            return current if value is None else value
+
+        budget = Budget(
+            max_rounds=pick("max_rounds", self.budget.max_rounds),
+            max_tokens=pick("max_tokens", self.budget.max_tokens),
+            max_seconds=pick("max_seconds", self.budget.max_seconds),
+        )
+        compaction = attrs.evolve(
+            self.compaction,
+            compact_at=pick("compact_at", self.compaction.compact_at),
+            keep_last=pick("keep_last", self.compaction.keep_last),
+            summary_max_tokens=pick("summary_max_tokens", self.compaction.summary_max_tokens),
+        )
+        return attrs.evolve(
+            self,
+            budget=budget,
+            compaction=compaction,
+            tool_timeout=pick("tool_timeout_seconds", self.tool_timeout),
+            max_parallel_tools=pick("max_parallel_tools", self.max_parallel_tools),
+        )
 
 
 class LoopingAgent(Agent):
@@ -83,7 +120,8 @@ class LoopingAgent(Agent):
         if not isinstance(soul, str) or not soul.strip():
             raise AgentLoadError(f"{where}: {type(self).__name__}.agent_soul() returned no text")
         self._soul = soul
-        self._config = self.agent_config()
+        self._config = self.agent_config().overridden(context.loop)
+        self._context_window = context.context_window or self._config.context_window
         wanted = self.agent_plugins()
         available = {name: c.item for name, c in registry.tool_families.items()}
         unknown = sorted(set(wanted or ()) - set(available))
@@ -111,28 +149,41 @@ class LoopingAgent(Agent):
 
     async def run(self, turn: TurnInput) -> TurnResult:
         conversation, pending, answered = await self._conversation(turn)
+        inbox = turn.session.arrivals if turn.session is not None else None
         if answered is not None:
-            return self._result(answered)  # the loop had finished before a crash: not again
+            # The loop had finished before a crash: not again, unless the caller said more.
+            arrived = await inbox() if inbox is not None else []
+            if not arrived:
+                return self._result(answered)
+            conversation = (*conversation, *arrived)
         config = self._config
-        outcome = await run_tool_loop(
-            self.context.models,
-            ModelRequest(messages=conversation, system=self._soul),
-            self._tools(turn.tool_context),
-            budget=config.budget,
-            budget_note=config.budget_note,
-            log=turn.session,
-            tool_timeout=config.tool_timeout,
-            max_parallel_tools=config.max_parallel_tools,
-            pending=pending,
-            actions=config.actions,
-        )
-        report = {
+        try:
+            outcome = await run_tool_loop(
+                self.context.models,
+                ModelRequest(messages=conversation, system=self._soul),
+                self._tools(turn.tool_context),
+                budget=config.budget,
+                budget_note=config.budget_note,
+                log=turn.session,
+                tool_timeout=config.tool_timeout,
+                max_parallel_tools=config.max_parallel_tools,
+                pending=pending,
+                actions=config.actions,
+                compactor=self._compactor(turn),
+                inbox=inbox,
+            )
+        except ModelError as exc:
+            _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
+            return TurnResult(TurnOutcome.FAILED, reason=_failure(exc))
+        report: dict[str, Any] = {
             "looping.usage": attrs.asdict(outcome.usage),
             "looping.models": list(outcome.served_by),
             "looping.rounds": outcome.rounds,
         }
         if outcome.exhausted is not None:
             report["looping.budgetSpent"] = outcome.exhausted
+        if outcome.compactions:
+            report["looping.compactions"] = outcome.compactions
         if outcome.control is not None:
             action, call = outcome.control
             words = (TextBlock(str(call.input["message"])),)
@@ -140,6 +191,22 @@ class LoopingAgent(Agent):
                 return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words, metadata=report)
             return TurnResult(TurnOutcome.REJECTED, reply=words, metadata=report)
         return attrs.evolve(self._result(outcome.final.message), metadata=report)
+
+    def _compactor(self, turn: TurnInput) -> Compactor:
+        ref = SessionRef(turn.caller, turn.context_id)
+        compaction = self._config.compaction
+        plugins = self.context.plugins
+
+        async def tell(messages: Sequence[Message]) -> None:
+            await plugins.messages_displaced(messages, ref, timeout=compaction.listener_timeout)
+
+        return Compactor(
+            compaction,
+            self._context_window,
+            self.context.models,
+            session=turn.session,
+            on_displaced=tell,
+        )
 
     @staticmethod
     async def _conversation(
@@ -154,13 +221,17 @@ class LoopingAgent(Agent):
             await turn.session.append([turn.message])
             return (*past, turn.message), (), None
         conversation = tuple(await turn.session.history())
-        last = conversation[-1]
-        if isinstance(last, AssistantMessage):
-            calls = tuple(b for b in last.content if isinstance(b, ToolUseBlock))
-            if not calls:
-                return conversation, (), last
-            return conversation, calls, None  # their results were never stored: run them
-        return conversation, (), None
+        found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
+        if not found:
+            return conversation, (), None
+        at, asked = found[-1]
+        after = conversation[at + 1 :]
+        calls = tuple(b for b in asked.content if isinstance(b, ToolUseBlock))
+        if not calls:
+            return conversation, (), (None if after else asked)
+        answered = _result_ids(after)
+        # Calls whose results were never stored run now (their handlers get the same call ids).
+        return conversation, tuple(c for c in calls if c.id not in answered), None
 
     def _result(self, message: AssistantMessage) -> TurnResult:
         content = message.content
@@ -169,7 +240,8 @@ class LoopingAgent(Agent):
             return TurnResult(TurnOutcome.REJECTED, reply=refusal)
         answer = tuple(b for b in content if isinstance(b, TextBlock | ImageBlock | AudioBlock))
         if not answer:
-            return TurnResult(TurnOutcome.FAILED)  # the model gave nothing a caller could use
+            # The model gave nothing a caller could use.
+            return TurnResult(TurnOutcome.FAILED, reason="MODEL_EMPTY_ANSWER")
         name = self._config.answer_name
         return TurnResult(reply=answer, artifacts=(ArtifactOut(name=name, blocks=answer),))
 
@@ -177,3 +249,22 @@ class LoopingAgent(Agent):
         if context is None:
             context = ToolContext(tenant=self.context.tenant, instance_id=self.context.tenant)
         return [tool for family in self._families for tool in family.factory(context)]
+
+
+def _result_ids(messages: Sequence[Message]) -> set[str]:
+    """The tool calls among `messages` that have results."""
+    return {
+        block.tool_use_id
+        for message in messages
+        if isinstance(message, ToolResultMessage)
+        for block in message.content
+    }
+
+
+def _failure(error: ModelError) -> str:
+    """The reason code of a turn the models failed."""
+    if isinstance(error, ModelUnavailable):
+        return "MODEL_UNAVAILABLE"
+    if isinstance(error, ContextTooLong):
+        return "CONTEXT_TOO_LONG"
+    return "MODEL_ERROR"

@@ -95,6 +95,9 @@ class ModelResponse:
     stop_reason: str
     served_by: str
     model: str = ""
+    bad_arguments: Mapping[str, str] = attrs.field(factory=dict)
+    """Tool calls whose arguments were not a JSON object (call id -> what was wrong): their
+    blocks carry empty arguments, and the tool loop answers them with an error result."""
 
     @property
     def tool_calls(self) -> tuple[ToolUseBlock, ...]:
@@ -139,7 +142,7 @@ class ContextTooLong(ModelError):
 
 async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
     """The whole response of one model: its stream folded into an assistant message."""
-    accumulator = Accumulator()
+    accumulator = Accumulator(keep_bad_arguments=True)
     end: StreamEnd | None = None
     try:
         async for event in model.stream(request):
@@ -161,6 +164,7 @@ async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
         stop_reason=end.stop_reason,
         served_by=model.label,
         model=end.model,
+        bad_arguments=dict(accumulator.bad_arguments),
     )
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from looping_core.config import LoopSettings
 from looping_core.content import Block, Message, UserMessage
 from looping_core.contract import Identity, ToolContext
 from looping_core.errors import LoopingError
@@ -43,6 +44,11 @@ class AgentContext:
     tenant: str
     plugins: PluginHost
     models: tuple[ChatModel, ...] = ()
+    context_window: int | None = None
+    """The smallest `context_window` the tenant's models declare (every request must fit
+    whichever of them serves it); `None` when none declares one."""
+    loop: LoopSettings = attrs.field(factory=LoopSettings)
+    """`[tenants.<id>.loop]`: the deployment's overrides of the agent's loop settings."""
 
 
 class SessionLog(Protocol):
@@ -56,6 +62,16 @@ class SessionLog(Protocol):
 
     async def append(self, messages: Sequence[Message]) -> None:
         """Add messages at the end, as this turn's; durable when this returns."""
+
+    async def arrivals(self) -> list[Message]:
+        """Messages the caller sent to this task since its turn began that the session does not
+        hold yet (follow-ups to a running task), now added to it, oldest first; each is given
+        once, and a turn resumed after a crash is not given again what it already took."""
+
+    async def displace(self, displaced: Sequence[Message], replacement: Sequence[Message]) -> bool:
+        """Remove the oldest messages if they are `displaced` (and put `replacement` in their
+        place), in one write. `False`, changing nothing, when the session no longer begins with
+        them (another turn of the same conversation changed it)."""
 
 
 @attrs.frozen
@@ -104,6 +120,9 @@ class TurnResult:
     artifacts: tuple[ArtifactOut, ...] = ()
     metadata: Mapping[str, Any] | None = None
     """What the turn reports about itself (JSON values): it becomes the task's metadata."""
+    reason: str | None = None
+    """Why a turn failed or was refused, as a code for programs (`MODEL_UNAVAILABLE`); it goes
+    in the status message's metadata. Words for people belong in `reply`."""
 
 
 class Agent(abc.ABC):

@@ -15,6 +15,7 @@ from looping_core.config._model import (
     EVENT_LOOPS,
     MAX_WORKERS,
     CardConfig,
+    LoopSettings,
     ModelChoice,
     PluginsConfig,
     PushConfig,
@@ -226,4 +227,33 @@ def _check_choice(choice: ModelChoice, path: str) -> list[str]:
         problems.append(f"timeout_seconds must be above 0 and at most 600 @ {path}.timeout_seconds")
     if not 0 <= choice.max_retries <= 10:
         problems.append(f"max_retries must be between 0 and 10 @ {path}.max_retries")
+    return problems
+
+
+_LOOP_BOUNDS: dict[str, tuple[float, float, bool]] = {
+    # key: (lowest, highest, whether the lowest itself is allowed)
+    "max_rounds": (1, 10_000, True),
+    "max_tokens": (1, 2**53 - 1, True),
+    "max_seconds": (0, 86_400, False),
+    "tool_timeout_seconds": (0, 3_600, False),
+    "max_parallel_tools": (1, 256, True),
+    "compact_at": (0, 1, False),
+    "keep_last": (1, 1_000, True),
+    "summary_max_tokens": (1, 1_000_000, True),
+}
+
+
+def check_loop(loop: LoopSettings, path: str) -> list[str]:
+    """Each override that is set lies in its range."""
+    problems = []
+    for key, (lowest, highest, inclusive) in _LOOP_BOUNDS.items():
+        value = getattr(loop, key)
+        if value is None:
+            continue
+        low_ok = value >= lowest if inclusive else value > lowest
+        if not (low_ok and value <= highest):
+            bound = "at least" if inclusive else "above"
+            problems.append(
+                f"{key} must be {bound} {lowest:g} and at most {highest:g} @ {path}.{key}"
+            )
     return problems

@@ -18,6 +18,7 @@ from looping_core.config._checks import (
     TENANT_ID,
     check_card,
     check_cross_references,
+    check_loop,
     check_model,
     check_runner,
     check_security,
@@ -152,6 +153,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
             )
         if tenant.model is not None:
             problems.extend(check_model(tenant.model, f"$.tenants.{tenant_id}.model"))
+        problems.extend(check_loop(tenant.loop, f"$.tenants.{tenant_id}.loop"))
     if card is not None:
         problems.extend(check_card(card, "$.card", need_skills=False))
     problems.extend(check_cross_references(plugins, tenants))

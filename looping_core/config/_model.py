@@ -157,6 +157,26 @@ class TenantModelConfig(ModelChoice):
 
 
 @attrs.frozen
+class LoopSettings:
+    """`[tenants.<id>.loop]`: what the deployment overrides of a model-driven agent's own
+    settings (`LoopingAgent.agent_config()`); an absent key keeps the agent's value."""
+
+    max_rounds: int | None = None
+    """Model calls per turn."""
+    max_tokens: int | None = None
+    """Input and output tokens per turn."""
+    max_seconds: float | None = None
+    """Seconds per turn."""
+    tool_timeout_seconds: float | None = None
+    max_parallel_tools: int | None = None
+    compact_at: float | None = None
+    """The fraction of the context window a request may fill before compaction."""
+    keep_last: int | None = None
+    """The latest user turns compaction never displaces."""
+    summary_max_tokens: int | None = None
+
+
+@attrs.frozen
 class TenantConfig:
     """`[tenants.<id>]`: one agent behind the shared endpoint."""
 
@@ -173,6 +193,8 @@ class TenantConfig:
     ask for input before it returns the task as it is."""
     model: TenantModelConfig | None = None
     """The tenant's chat model and its fallbacks (agents that call a model read it)."""
+    loop: LoopSettings = LoopSettings()
+    """Overrides of a model-driven agent's loop settings (budgets, compaction)."""
 
 
 @attrs.frozen

@@ -103,9 +103,17 @@ class Accumulator:
 
     Consecutive text (or thinking, or refusal) chunks join one block; a chunk of another kind in
     between starts a new one. Tool calls and images are keyed by `index`.
+
+    A tool call whose arguments are not a JSON object is an `AccumulatorError`, unless
+    `keep_bad_arguments`: then its block takes empty arguments and `bad_arguments` says which call
+    it was and what was wrong, so a tool loop can answer the model with an error result instead of
+    failing the whole response.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_bad_arguments: bool = False) -> None:
+        self._keep_bad_arguments = keep_bad_arguments
+        self.bad_arguments: dict[str, str] = {}
+        """Tool-call id -> what was wrong with its arguments (with `keep_bad_arguments`)."""
         self._items: list[_Text | _ToolCall | _Image] = []
         self._calls: dict[int, _ToolCall] = {}
         self._images: dict[int, _Image] = {}
@@ -166,8 +174,7 @@ class Accumulator:
         """The blocks so far, complete. Raises `AccumulatorError` for an unfinishable stream."""
         return tuple(self._finish(item) for item in self._items)
 
-    @staticmethod
-    def _finish(item: _Text | _ToolCall | _Image) -> AssistantContent:
+    def _finish(self, item: _Text | _ToolCall | _Image) -> AssistantContent:
         if isinstance(item, _Text):
             text = "".join(item.parts)
             if item.kind is ThinkingBlock:
@@ -180,14 +187,14 @@ class Accumulator:
             raw = "".join(item.arguments).strip() or "{}"
             try:
                 arguments = json.loads(raw)
+                problem = None if isinstance(arguments, dict) else "are not a JSON object"
             except ValueError:
-                raise AccumulatorError(
-                    f"tool call {item.index} has arguments that are not JSON"
-                ) from None
-            if not isinstance(arguments, dict):
-                raise AccumulatorError(
-                    f"tool call {item.index} has arguments that are not an object"
-                )
+                problem = "are not JSON"
+            if problem is not None:
+                if not self._keep_bad_arguments:
+                    raise AccumulatorError(f"tool call {item.index} has arguments that {problem}")
+                self.bad_arguments[item.id] = f"the arguments {problem}"
+                arguments = {}
             return ToolUseBlock(id=item.id, name=item.name, input=arguments)
         if item.media_type is None:
             raise AccumulatorError(f"image {item.index} never received its media type")

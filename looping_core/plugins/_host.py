@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
@@ -10,11 +12,14 @@ import pluggy
 
 from looping_core.config import Config
 from looping_core.contract import SessionRef, Turn
-from looping_core.plugins._calls import call_one_async, implementations
+from looping_core.plugins._calls import call_one, call_one_async, implementations
 from looping_core.plugins._loader import load_plugins
 from looping_core.plugins._registry import LoadedPlugin, PluginRegistry
 
 _log = logging.getLogger("looping_core.plugins")
+
+DISPLACED_TIMEOUT_SECONDS = 10.0
+"""How long one `messages_displaced` listener may take before compaction goes on without it."""
 
 
 class PluginHost:
@@ -60,15 +65,48 @@ class PluginHost:
             handle = handle and verdict
         return handle
 
-    async def messages_displaced(self, messages: Sequence[Any], session: SessionRef) -> None:
-        """Tell every listener; one listener's failure is logged and costs no one else a call."""
-        for plugin, impl in self._impls("messages_displaced"):
-            try:
-                await call_one_async(
-                    impl, {"messages": messages, "session": session, "config": plugin.config}
-                )
-            except Exception:
-                _log.exception("%s: messages_displaced raised; ignored", plugin.source)
+    async def messages_displaced(
+        self,
+        messages: Sequence[Any],
+        session: SessionRef,
+        *,
+        timeout: float = DISPLACED_TIMEOUT_SECONDS,
+    ) -> None:
+        """Tell every listener at once, each bounded by `timeout` seconds; one that raises or
+        hangs is logged and costs no other listener its call. A synchronous listener runs on a
+        thread, so even one that blocks cannot hold compaction up (the thread is left to finish).
+        """
+        impls = self._impls("messages_displaced")
+        if impls:
+            await asyncio.gather(
+                *(self._tell(plugin, impl, messages, session, timeout) for plugin, impl in impls)
+            )
+
+    @staticmethod
+    async def _tell(
+        plugin: LoadedPlugin,
+        impl: pluggy.HookImpl,
+        messages: Sequence[Any],
+        session: SessionRef,
+        timeout: float,
+    ) -> None:
+        arguments = {"messages": messages, "session": session, "config": plugin.config}
+        try:
+            async with asyncio.timeout(timeout):
+                if inspect.iscoroutinefunction(impl.function):
+                    await call_one_async(impl, arguments)
+                else:
+                    result = await asyncio.to_thread(call_one, impl, arguments)
+                    if inspect.isawaitable(result):
+                        await result
+        except TimeoutError:
+            _log.error(
+                "%s: messages_displaced did not return within %g s; compaction went on without it",
+                plugin.source,
+                timeout,
+            )
+        except Exception:
+            _log.exception("%s: messages_displaced raised; ignored", plugin.source)
 
     def _impls(self, hook: str) -> list[tuple[LoadedPlugin, pluggy.HookImpl]]:
         impls = implementations(self._pm, hook)

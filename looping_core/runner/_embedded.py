@@ -21,6 +21,7 @@ from looping_core.a2a import (
     Message,
     Part,
     Role,
+    Task,
     TaskState,
     block_to_part,
     parts_to_blocks,
@@ -38,7 +39,7 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.content import Message as ContentMessage
-from looping_core.contract import SessionRef, ToolContext, Turn
+from looping_core.contract import Identity, SessionRef, ToolContext, Turn
 from looping_core.plugins import PluginHost
 from looping_core.store import SessionStore, TaskStore
 
@@ -199,20 +200,36 @@ class EmbeddedRunner:
         begun = await self._store.begin_turn(task_id)
         if begun is None:
             return  # canceled before it started, or already taken
-        task, caller = begun
+        task, caller, turn_message = begun.task, begun.caller, begun.turn_message
+        while True:
+            following = await self._one_turn(task, caller, turn_message)
+            if following is None:
+                return
+            # A follow-up joined the turn unseen: its output is kept, and the follow-up begins
+            # the next turn of the same task.
+            task, turn_message = await self._store.get(caller, task_id), following
+
+    async def _one_turn(self, task: Task, caller: Identity, turn_message: str) -> str | None:
+        """Run the turn that `turn_message` began and write its end; the messageId of the
+        follow-up that begins the next one when a follow-up joined that this turn never took."""
+        task_id = task.id
         agent = self._agents[caller.tenant]
-        history = tuple(_content(message) for message in task.history[:-1])
-        latest = task.history[-1]
+        at = next(i for i, m in enumerate(task.history) if m.message_id == turn_message)
+        latest = task.history[at]
+        history = tuple(_content(message) for message in task.history[:at])
         try:
             blocks = parts_to_blocks(latest.parts)
         except (ContentError, ValueError) as exc:
             # The edge refuses such parts; a message stored by an earlier release may hold one.
             _log.warning("task %s: its message cannot be given to the agent: %s", task_id, exc)
-            await self._finish(
-                task_id, TurnResult(TurnOutcome.FAILED), reason="UNSUPPORTED_CONTENT"
-            )
-            return
+            result = TurnResult(TurnOutcome.FAILED, reason="UNSUPPORTED_CONTENT")
+            return await self._finish(task_id, result, turn_message)
         session = SessionRef(caller, task.context_id)
+        log = (
+            _TurnSession(self._sessions, self._store, session, task_id, turn_message)
+            if self._sessions
+            else None
+        )
         turn = TurnInput(
             task_id=task.id,
             context_id=task.context_id,
@@ -220,11 +237,7 @@ class EmbeddedRunner:
             message=UserMessage(blocks),
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
-            session=(
-                _TurnSession(self._sessions, session, task.id, latest.message_id)
-                if self._sessions
-                else None
-            ),
+            session=log,
             tool_context=ToolContext(
                 tenant=caller.tenant,
                 instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own
@@ -233,29 +246,30 @@ class EmbeddedRunner:
         )
         gate = self._plugins[caller.tenant]
         if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
-            await self._finish(
-                task_id, TurnResult(TurnOutcome.REJECTED), reason="TURN_GATE_DECLINED"
-            )
-            return
+            result = TurnResult(TurnOutcome.REJECTED, reason="TURN_GATE_DECLINED")
+            return await self._finish(task_id, result, turn_message)
         try:
             result = await agent.run(turn)
         except asyncio.CancelledError:
             raise
         except Exception:
             _log.exception("agent of tenant %s failed on task %s", caller.tenant, task_id)
-            await self._finish(task_id, TurnResult(TurnOutcome.FAILED), reason="AGENT_ERROR")
-            return
-        await self._finish(task_id, result)
+            result = TurnResult(TurnOutcome.FAILED, reason="AGENT_ERROR")
+        return await self._finish(task_id, result, log.taken_through if log else turn_message)
 
-    async def _finish(self, task_id: str, result: TurnResult, reason: str | None = None) -> None:
+    async def _finish(self, task_id: str, result: TurnResult, taken_through: str) -> str | None:
+        """Write the turn's end, unless a follow-up joined that the turn did not take: then keep
+        its output and return that follow-up's messageId (it begins the next turn)."""
         reply = _agent_message(_parts(result.reply)) if result.reply else None
         status_message = (
             reply
             if result.outcome in (TurnOutcome.INPUT_REQUIRED, TurnOutcome.AUTH_REQUIRED)
             else None
         )
-        if reason is not None:
-            status_message = _agent_message((), metadata={"reason": reason})
+        if result.reason is not None:
+            status_message = _agent_message(
+                reply.parts if reply else (), metadata={"reason": result.reason}
+            )
         artifacts = [
             Artifact(
                 artifact_id=out.artifact_id,
@@ -273,9 +287,24 @@ class EmbeddedRunner:
             reply=reply,
             artifacts=artifacts,
             metadata=result.metadata,
+            taken_through=taken_through,
         )
-        if not won:
-            _log.info("task %s was canceled while its turn ran; its result is discarded", task_id)
+        if won:
+            return None
+        unseen = await self._store.arrivals(task_id, after=taken_through)
+        if unseen and await self._store.next_turn(
+            task_id,
+            unseen[0].message_id,
+            reply=reply,
+            artifacts=artifacts,
+            metadata=result.metadata,
+        ):
+            _log.info(
+                "task %s: a follow-up joined after its turn's end; it begins the next", task_id
+            )
+            return unseen[0].message_id
+        _log.info("task %s was canceled while its turn ran; its result is discarded", task_id)
+        return None
 
     def _settle(self, task_id: str) -> None:
         event = self._settled.pop(task_id, None)
@@ -286,15 +315,24 @@ class EmbeddedRunner:
 
 class _TurnSession:
     """The caller's session as the agent sees it: bound to its conversation and to this turn (a
-    task's follow-up is a new turn; a resumed turn is the same one)."""
+    task's follow-up is a new turn; a resumed turn is the same one). It also hands the turn the
+    follow-ups that join it, and remembers the last one it took (`taken_through`)."""
 
     def __init__(
-        self, sessions: SessionStore, session: SessionRef, task_id: str, turn: str
+        self,
+        sessions: SessionStore,
+        tasks: TaskStore,
+        session: SessionRef,
+        task_id: str,
+        turn: str,
     ) -> None:
         self._sessions = sessions
+        self._tasks = tasks
         self._session = session
         self._task_id = task_id
         self._turn = turn
+        self.taken_through = turn
+        """The messageId of the last message of the task this turn took."""
         self._read: list[tuple[ContentMessage, str | None]] | None = None
         """The session as last read; an append makes it stale."""
 
@@ -312,6 +350,34 @@ class _TurnSession:
     async def append(self, messages: Sequence[ContentMessage]) -> None:
         self._read = None
         await self._sessions.append(self._session, messages, task_id=self._task_id, turn=self._turn)
+
+    async def arrivals(self) -> list[ContentMessage]:
+        joined = await self._tasks.arrivals(self._task_id, after=self.taken_through)
+        if not joined:
+            return []
+        held = {turn for _, turn in await self._entries()}  # a resumed turn took some already
+        taken = []
+        for message in joined:
+            content = None if message.message_id in held else _content(message)
+            if content is None:
+                continue
+            self._read = None
+            # Its own messageId marks it as taken, for a turn resumed after a crash.
+            await self._sessions.append(
+                self._session, [content], task_id=self._task_id, turn=message.message_id
+            )
+            taken.append(content)
+        self.taken_through = joined[-1].message_id
+        return taken
+
+    async def displace(
+        self, displaced: Sequence[ContentMessage], replacement: Sequence[ContentMessage]
+    ) -> bool:
+        self._read = None
+        removed = await self._sessions.displace(
+            self._session, len(displaced), replacement, expected=displaced
+        )
+        return bool(removed)
 
 
 def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:

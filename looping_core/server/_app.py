@@ -29,7 +29,7 @@ from looping_core.agent import (
     chat_models,
     load_agent_class,
 )
-from looping_core.config import Config
+from looping_core.config import Config, TenantModelConfig
 from looping_core.contract import PluginStore
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner, PushDeliverer
@@ -87,7 +87,11 @@ def create_app(
     agents = {
         tenant_id: load_agent_class(tenant_id, tenant.agent)(
             AgentContext(
-                tenant=tenant_id, plugins=tenant_plugins[tenant_id], models=models[tenant_id]
+                tenant=tenant_id,
+                plugins=tenant_plugins[tenant_id],
+                models=models[tenant_id],
+                context_window=_context_window(tenant.model),
+                loop=tenant.loop,
             )
         )
         for tenant_id, tenant in config.tenants.items()
@@ -116,6 +120,14 @@ def create_app(
         )
     )
     return app
+
+
+def _context_window(model: TenantModelConfig | None) -> int | None:
+    """The smallest window the tenant's models declare: a request must fit whichever serves."""
+    if model is None:
+        return None
+    windows = [c.context_window for c in (model, *model.fallback) if c.context_window]
+    return min(windows, default=None)
 
 
 def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHost]:

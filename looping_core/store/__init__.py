@@ -34,10 +34,11 @@ from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._rows import NON_TERMINAL, now_us
 from looping_core.store._sessions import SessionStore
 from looping_core.store._task_store import TaskStore
-from looping_core.store._turns import TurnStart
+from looping_core.store._turns import BegunTurn, TurnStart
 
 __all__ = [
     "NON_TERMINAL",
+    "BegunTurn",
     "ContextMismatch",
     "Database",
     "InvalidPageToken",

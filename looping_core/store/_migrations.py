@@ -76,6 +76,19 @@ def _task_metadata(db: peewee.Database) -> None:
         db.execute_sql("ALTER TABLE tasks ADD COLUMN metadata TEXT")  # type: ignore[no-untyped-call]
 
 
+def _follow_ups(db: peewee.Database) -> None:
+    """Follow-ups to a running task: which message began the current turn, and which messages
+    joined a turn while it ran."""
+    statements = []
+    if "turn_message" not in {column.name for column in db.get_columns("tasks")}:
+        statements.append("ALTER TABLE tasks ADD COLUMN turn_message TEXT")
+    if "joined" not in {column.name for column in db.get_columns("messages")}:
+        kind = "INTEGER" if isinstance(db, peewee.SqliteDatabase) else "BOOLEAN"  # as peewee's
+        statements.append(f"ALTER TABLE messages ADD COLUMN joined {kind} NOT NULL DEFAULT FALSE")
+    for statement in statements:
+        db.execute_sql(statement)  # type: ignore[no-untyped-call]
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -83,6 +96,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(2, "owners (node, worker slot) of tasks and queued pushes", _owners),
     Migration(3, "sessions and their messages", _sessions),
     Migration(4, "task metadata", _task_metadata),
+    Migration(5, "follow-ups to a running turn", _follow_ups),
 )
 
 

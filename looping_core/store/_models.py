@@ -60,6 +60,8 @@ class TaskRow(_Base):
     """Its process (`[server] workers` slot) that runs them."""
     metadata = peewee.TextField(null=True)
     """The task's metadata (JSON): what its last turn reported (usage, models, rounds)."""
+    turn_message = peewee.TextField(null=True)
+    """The messageId that began the task's current (or last) turn."""
 
     class Meta:
         table_name = "tasks"
@@ -77,6 +79,8 @@ class MessageRow(_Base):
     subject = peewee.TextField()
     message_id = peewee.TextField()
     body = peewee.TextField()
+    joined = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+    """A follow-up sent while the task's turn ran: the running turn takes it (or the next)."""
 
     class Meta:
         table_name = "messages"

@@ -95,19 +95,32 @@ class SessionStore(StoreBase):
         return [(decode_message(body), turn) for body, turn in rows]
 
     async def displace(
-        self, session: SessionRef, count: int, replacement: Sequence[Message] = ()
+        self,
+        session: SessionRef,
+        count: int,
+        replacement: Sequence[Message] = (),
+        *,
+        expected: Sequence[Message] | None = None,
     ) -> list[Message]:
         """Remove the oldest `count` messages and put `replacement` (at most as many) in their
-        place, in one transaction; returns the removed messages in order."""
+        place, in one transaction; returns the removed messages in order.
+
+        With `expected`, only if the oldest messages are exactly those (compared in canonical
+        form); otherwise nothing changes and the result is empty."""
         if len(replacement) > count:
             raise ValueError("a replacement cannot be longer than what it replaces")
-        return await self._db.run(self._displace, session, count, tuple(replacement))
+        bodies = None if expected is None else tuple(encode(m).decode("utf-8") for m in expected)
+        return await self._db.run(self._displace, session, count, tuple(replacement), bodies)
 
     def _displace(
-        self, session: SessionRef, count: int, replacement: tuple[Message, ...]
+        self,
+        session: SessionRef,
+        count: int,
+        replacement: tuple[Message, ...],
+        expected: tuple[str, ...] | None,
     ) -> list[Message]:
         with self._db.write():
-            session_id = self._session_id(session, create=False)
+            session_id = self._session_id(session, create=False, lock=True)
             if session_id is None or count <= 0:
                 return []
             rows = self._sql(
@@ -115,7 +128,7 @@ class SessionStore(StoreBase):
                 " ORDER BY position LIMIT ?",
                 (session_id, count),
             ).fetchall()
-            if not rows:
+            if not rows or (expected is not None and tuple(b for _, b in rows) != expected):
                 return []
             through = int(rows[-1][0])
             self._sql(

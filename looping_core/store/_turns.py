@@ -19,10 +19,12 @@ from looping_core.a2a import (
     TERMINAL_STATES,
     Artifact,
     Message,
+    Role,
     Task,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    from_wire,
 )
 from looping_core.contract import Identity
 from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
@@ -31,7 +33,7 @@ from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import NON_TERMINAL, RUNNING, Head, dump, now_us, timestamp
 
-__all__ = ["TurnStart", "Turns"]
+__all__ = ["BegunTurn", "TurnStart", "Turns"]
 
 _NOTIFY = TERMINAL_STATES | {
     TaskState.TASK_STATE_INPUT_REQUIRED,
@@ -40,11 +42,30 @@ _NOTIFY = TERMINAL_STATES | {
 
 
 @attrs.frozen
+class BegunTurn:
+    """A turn the runner began: the task, its owner, and the messageId that began the turn."""
+
+    task: Task
+    caller: Identity
+    turn_message: str
+
+
+def _turn_message(task: Task, recorded: str | None) -> str:
+    """The message that began the task's turn (a task from before follow-ups were recorded:
+    its latest caller message)."""
+    if recorded is not None:
+        return recorded
+    return next(m.message_id for m in reversed(task.history) if m.role is Role.ROLE_USER)
+
+
+@attrs.frozen
 class TurnStart:
-    """What `start_turn` did: the task, and whether this call created the turn."""
+    """What `start_turn` did: the task, and whether this call began a turn or joined one."""
 
     task: Task
     started: bool
+    joined: bool = False
+    """The message joined the turn the task is running (the runner takes it from there)."""
 
 
 class Turns(Outbox, PushConfigs):
@@ -73,31 +94,21 @@ class Turns(Outbox, PushConfigs):
             if duplicate is not None:
                 return TurnStart(self._snapshot(duplicate[0], None, include_artifacts=True), False)
             stamp = now_us()
+            joined = False
             if message.task_id:
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
-                updated = self._sql(
-                    "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, node = ?,"
-                    " worker = ? WHERE id = ? AND state = ?",
-                    (
-                        TaskState.TASK_STATE_SUBMITTED.value,
-                        stamp,
-                        self._node,
-                        self._worker,
-                        head.id,
-                        head.state,
-                    ),
-                ).rowcount
-                if updated != 1:
-                    raise TurnRefused("The task changed state; fetch it and try again")
+                joined = head.state in RUNNING
+                if not joined:
+                    self._begin_next_turn(head, message.message_id, stamp)
                 task_id, context_id = head.id, head.context_id
             else:
                 task_id = str(uuid.uuid4())
                 context_id = message.context_id or str(uuid.uuid4())
                 self._sql(
                     "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts, node, worker)"
-                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)",
+                    " status_message, status_ts, created_ts, node, worker, turn_message)"
+                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
                     (
                         task_id,
                         *scope,
@@ -107,35 +118,54 @@ class Turns(Outbox, PushConfigs):
                         stamp,
                         self._node,
                         self._worker,
+                        message.message_id,
                     ),
                 )
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
             self._sql(
-                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (task_id, *scope, message.message_id, dump(stored)),
+                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (task_id, *scope, message.message_id, dump(stored), joined),
             )
             if push is not None:
                 # An inline config without an id takes the task's id (as the official SDK does),
                 # so the config a gateway re-sends with every turn replaces itself.
                 self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
             if message.task_id:
-                return TurnStart(self._snapshot(task_id, None, include_artifacts=True), True)
+                snapshot = self._snapshot(task_id, None, include_artifacts=True)
+                return TurnStart(snapshot, started=not joined, joined=joined)
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(stamp))
             task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
             return TurnStart(task, True)
 
+    def _begin_next_turn(self, head: Head, message_id: str, stamp: int) -> None:
+        """An interrupted task's follow-up begins its next turn (SUBMITTED, on this server)."""
+        updated = self._sql(
+            "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, node = ?,"
+            " worker = ?, turn_message = ? WHERE id = ? AND state = ?",
+            (
+                TaskState.TASK_STATE_SUBMITTED.value,
+                stamp,
+                self._node,
+                self._worker,
+                message_id,
+                head.id,
+                head.state,
+            ),
+        ).rowcount
+        if updated != 1:
+            raise TurnRefused("The task changed state; fetch it and try again")
+
     @staticmethod
     def _check_follow_up(message: Message, head: Head) -> None:
-        state = TaskState(head.state)
+        """A follow-up continues an interrupted task, or joins the turn of a running one; a
+        terminal task takes none."""
         if message.context_id and message.context_id != head.context_id:
             raise ContextMismatch()
-        if state.is_terminal:
+        if TaskState(head.state).is_terminal:
             raise TurnRefused(
                 "The task is in a terminal state; start a new task in the same context"
             )
-        if not state.is_interrupted:
-            raise TurnRefused("The task is still working; send a follow-up when it asks for input")
 
     async def transition(
         self,
@@ -147,9 +177,11 @@ class Turns(Outbox, PushConfigs):
         reply: Message | None = None,
         artifacts: Sequence[Artifact] = (),
         metadata: Mapping[str, Any] | None = None,
+        taken_through: str | None = None,
     ) -> bool:
         """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
-        when given, becomes the task's.
+        when given, becomes the task's. With `taken_through` (the last message a turn took), only
+        if no follow-up joined after it: a turn never ends over a message it has not seen.
 
         One guarded UPDATE decides; artifacts, the agent's reply and the pushes for terminal and
         interrupted states are written in the same transaction. Returns whether this call won.
@@ -161,6 +193,7 @@ class Turns(Outbox, PushConfigs):
             reply=reply,
             artifacts=tuple(artifacts),
             metadata=metadata,
+            taken_through=taken_through,
         )
         return await self._db.run(write, task_id, to)
 
@@ -174,23 +207,33 @@ class Turns(Outbox, PushConfigs):
         reply: Message | None,
         artifacts: tuple[Artifact, ...],
         metadata: Mapping[str, Any] | None = None,
+        taken_through: str | None = None,
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
         if not allowed_from:
             return False
         marks = ", ".join("?" * len(allowed_from))
+        unseen: str = ""
+        unseen_args: tuple[str, ...] = ()
+        if taken_through is not None:
+            unseen = (
+                " AND NOT EXISTS (SELECT 1 FROM messages WHERE task_id = tasks.id AND joined"
+                " AND seq > (SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?))"
+            )
+            unseen_args = (taken_through,)
         with self._db.write():
             won = (
                 self._sql(
                     "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
-                    f" WHERE id = ? AND state IN ({marks})",
+                    f" WHERE id = ? AND state IN ({marks}){unseen}",
                     (
                         to.value,
                         dump(status_message) if status_message else None,
                         now_us(),
                         task_id,
                         *(state.value for state in allowed_from),
+                        *unseen_args,
                     ),
                 ).rowcount
                 == 1
@@ -222,11 +265,12 @@ class Turns(Outbox, PushConfigs):
                 self._queue_pushes(task_id)
             return True
 
-    async def begin_turn(self, task_id: str) -> tuple[Task, Identity] | None:
-        """For the runner: move a SUBMITTED task to WORKING and return it with its owner, or
-        `None` if it is no longer SUBMITTED (canceled, or taken by another runner)."""
+    async def begin_turn(self, task_id: str) -> BegunTurn | None:
+        """For the runner: move a SUBMITTED task to WORKING and return it with its owner and the
+        message that began the turn, or `None` if it is no longer SUBMITTED (canceled, or taken
+        by another runner)."""
 
-        def begin() -> tuple[Task, Identity] | None:
+        def begin() -> BegunTurn | None:
             with self._db.write():
                 won = (
                     self._sql(
@@ -242,12 +286,58 @@ class Turns(Outbox, PushConfigs):
                 )
                 if not won:
                     return None
-                owner = self._sql(
-                    "SELECT tenant, issuer, subject FROM tasks WHERE id = ?", (task_id,)
+                *owner, turn_message = self._sql(
+                    "SELECT tenant, issuer, subject, turn_message FROM tasks WHERE id = ?",
+                    (task_id,),
                 ).fetchone()
-                return self._snapshot(task_id, None, include_artifacts=False), Identity(*owner)
+                task = self._snapshot(task_id, None, include_artifacts=False)
+                return BegunTurn(task, Identity(*owner), _turn_message(task, turn_message))
 
         return await self._db.run(begin)
+
+    async def arrivals(self, task_id: str, after: str) -> list[Message]:
+        """The follow-ups that joined the task's turn after message `after`, oldest first."""
+
+        def query() -> list[Message]:
+            rows = self._sql(
+                "SELECT body FROM messages WHERE task_id = ? AND joined AND seq >"
+                " (SELECT seq FROM messages WHERE task_id = ? AND message_id = ?) ORDER BY seq",
+                (task_id, task_id, after),
+            ).fetchall()
+            return [from_wire(json.loads(body), Message) for (body,) in rows]
+
+        return await self._db.run(query)
+
+    async def next_turn(
+        self,
+        task_id: str,
+        message_id: str,
+        *,
+        reply: Message | None,
+        artifacts: Sequence[Artifact],
+        metadata: Mapping[str, Any] | None,
+    ) -> bool:
+        """Keep a turn's output and let the follow-up `message_id`, which joined it unseen,
+        begin the next turn, the task still WORKING; `False` if it no longer is (canceled)."""
+
+        def write() -> bool:
+            with self._db.write():
+                won = self._transition(
+                    task_id,
+                    TaskState.TASK_STATE_WORKING,
+                    allowed_from=(TaskState.TASK_STATE_WORKING,),
+                    status_message=None,
+                    reply=reply,
+                    artifacts=tuple(artifacts),
+                    metadata=metadata,
+                )
+                if won:
+                    self._sql(
+                        "UPDATE tasks SET turn_message = ? WHERE id = ?", (message_id, task_id)
+                    )
+                return won
+
+        return await self._db.run(write)
 
     async def cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
         """Cancel the caller's task; `TaskNotCancelable` if it is already terminal.

@@ -69,6 +69,7 @@ class MemoryLog:
     def __init__(self, task_id: str, entries: Sequence[tuple[Message, str]] = ()) -> None:
         self.task_id = task_id
         self.entries = list(entries)
+        self.inbox: list[Message] = []
 
     async def history(self) -> list[Message]:
         return [message for message, _ in self.entries]
@@ -78,6 +79,18 @@ class MemoryLog:
 
     async def append(self, messages: Sequence[Message]) -> None:
         self.entries += [(message, self.task_id) for message in messages]
+
+    async def arrivals(self) -> list[Message]:
+        """Follow-ups queued in `inbox`, taken once each (like the runner's session)."""
+        taken, self.inbox = self.inbox, []
+        self.entries += [(message, "follow-up") for message in taken]
+        return taken
+
+    async def displace(self, displaced: Sequence[Message], replacement: Sequence[Message]) -> bool:
+        if [m for m, _ in self.entries[: len(displaced)]] != list(displaced):
+            return False
+        self.entries[: len(displaced)] = [(m, "summary") for m in replacement]
+        return True
 
 
 class Counting(LoopingAgent):

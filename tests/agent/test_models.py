@@ -288,8 +288,8 @@ async def test_when_every_model_is_unavailable_the_last_failure_is_raised() -> N
         ([StreamEnd(Usage(), "end"), TextChunk("late")], "went on after its end"),
         ([StreamEnd(Usage(), "weird")], "unknown stop reason"),
         (
-            [ToolUseChunk(0, "{not json", id="c", name="t"), StreamEnd(Usage(), "tool_use")],
-            "malformed",
+            [ToolUseChunk(0, "{}"), StreamEnd(Usage(), "tool_use")],
+            "malformed stream: tool call 0 never received its id and name",
         ),
     ],
 )
@@ -321,3 +321,10 @@ def test_a_missing_openai_package_is_named_with_its_extra(monkeypatch: pytest.Mo
     monkeypatch.setitem(sys.modules, "openai", None)  # what an uninstalled package looks like
     with pytest.raises(MissingExtra, match=r"pip install 'looping-core\[openai\]'"):
         OpenAIChatModel("gpt-test")
+
+
+async def test_arguments_that_are_not_json_are_named_not_fatal() -> None:
+    events = [ToolUseChunk(0, "{not json", id="c", name="t"), StreamEnd(Usage(), "tool_use")]
+    response = await respond(ScriptedModel([events]), HELLO)
+    assert response.tool_calls == (ToolUseBlock("c", "t", {}),)
+    assert response.bad_arguments == {"c": "the arguments are not JSON"}

@@ -89,7 +89,7 @@ def test_two_calls_on_one_index_are_refused() -> None:
         ),
         (
             (ToolUseChunk(0, "[1]", id="a", name="f"),),
-            "tool call 0 has arguments that are not an object",
+            "tool call 0 has arguments that are not a JSON object",
         ),
         ((ToolUseChunk(0, "{}"),), "tool call 0 never received its id and name"),
         ((ImageChunk(0, b"x"),), "image 0 never received its media type"),
@@ -102,6 +102,25 @@ def test_two_calls_on_one_index_are_refused() -> None:
 def test_unfinishable_streams(chunks: tuple, message: str) -> None:  # type: ignore[type-arg]
     with pytest.raises(AccumulatorError, match=message):
         fold(*chunks)
+
+
+def test_kept_bad_arguments_become_empty_arguments_and_are_named() -> None:
+    accumulator = Accumulator(keep_bad_arguments=True)
+    for chunk in (
+        ToolUseChunk(0, "{not json", id="a", name="f"),
+        ToolUseChunk(1, "[1]", id="b", name="g"),
+        ToolUseChunk(2, '{"x": 1}', id="c", name="h"),
+    ):
+        accumulator.feed(chunk)
+    assert accumulator.blocks() == (
+        ToolUseBlock("a", "f", {}),
+        ToolUseBlock("b", "g", {}),
+        ToolUseBlock("c", "h", {"x": 1}),
+    )
+    assert accumulator.bad_arguments == {
+        "a": "the arguments are not JSON",
+        "b": "the arguments are not a JSON object",
+    }
 
 
 def test_thinking_labels_decide_replay() -> None:

@@ -81,6 +81,27 @@ async def test_a_failing_listener_costs_no_other_listener_its_call(
     assert "messages_displaced raised; ignored" in caplog.text
 
 
+async def test_a_hanging_listener_is_bounded_and_every_other_one_is_still_told(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    module = gates()
+    hangs_async, hangs_sync = module.hangs_async, module.hangs_sync
+    plugins = host("listener-hangs-async", "listener-hangs-sync", "gate-raises", "gate-refuses")
+    try:
+        with caplog.at_level(logging.INFO):
+            await plugins.messages_displaced(["m1"], SESSION, timeout=0.2)
+    finally:
+        hangs_sync.release.set()  # let the blocked thread end
+    assert hangs_async.calls == 1
+    assert hangs_sync.calls == 1
+    assert module.raising.displaced == [(["m1"], SESSION)]
+    assert module.refusing.displaced == [(["m1"], SESSION)]
+    hung = [r.getMessage() for r in caplog.records if "did not return within" in r.getMessage()]
+    assert len(hung) == 2
+    assert any("listener-hangs-async" in line for line in hung)
+    assert any("listener-hangs-sync" in line for line in hung)
+
+
 async def test_a_tenant_subset_sees_only_its_plugins() -> None:
     module = gates()
     plugins = host("good", "gate-refuses").for_plugins(["good"])
