@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import unused_port
 
-from looping_core.testing import FakeGateway, ed25519_private_jwk
+from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
 from served import serve, wait_for, write_config
 
@@ -60,3 +62,67 @@ async def test_sigkill_mid_turn_then_restart(
     finally:
         second.send_signal(signal.SIGINT)
         second.wait(timeout=30)
+
+
+async def test_sigkill_after_a_stored_tool_result_does_not_run_the_tool_twice(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    """The loop stores the tool's result, then the server dies during the next model call; the
+    resumed turn asks the model again from the stored steps and the tool is not run again."""
+    port = unused_port()
+    async with FakeModelServer() as model_server:
+        config = write_config(tmp_path / "looping.toml", port, gateway)
+        with config.open("a") as extra:
+            extra.write(f"""
+[plugins]
+enabled = ["example-notes"]
+[tenants.keeper]
+agent = "a2a_agents:NotesAgent"
+allow_configless = true
+[tenants.keeper.card]
+name = "Keeper"
+description = "Keeps notes."
+skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
+[tenants.keeper.model]
+model = "m"
+base_url = "{model_server.base_url}"
+max_retries = 0
+""")
+        key = ed25519_private_jwk("agent-key-1")
+        endpoint = f"http://127.0.0.1:{port}/a2a"
+        gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+        model_server.replies += [
+            Reply.tool_calls(("c1", "add_note", {"text": "milk"})),
+            Reply.slow(5),  # the server dies while it waits for this one
+            Reply.text("Noted."),
+        ]
+        first = await serve(config, port, key)
+        try:
+            status, body = await gateway.send_turn(endpoint, tenant="keeper", text="note milk")
+            assert status == 200, body
+            task_id = body["result"]["task"]["id"]
+            for _ in range(500):
+                if len(model_server.requests) == 2:  # asked only once the result was stored
+                    break
+                await asyncio.sleep(0.01)
+            assert len(model_server.requests) == 2
+        finally:
+            first.send_signal(signal.SIGKILL)
+            first.wait(timeout=30)
+
+        second = await serve(config, port, key)
+        try:
+            [push] = await gateway.wait_for_pushes(1, timeout=30)
+            assert push.error is None, push.error
+            task = push.json["task"]
+            assert (task["id"], task["status"]["state"]) == (task_id, "TASK_STATE_COMPLETED")
+            assert task["artifacts"][0]["parts"] == [{"text": "Noted."}]
+        finally:
+            second.send_signal(signal.SIGINT)
+            second.wait(timeout=30)
+        resumed = model_server.requests[2]["messages"]
+        assert [m["role"] for m in resumed] == ["system", "user", "assistant", "tool"]
+        assert resumed == model_server.requests[1]["messages"]  # the same steps, from the store
+    with sqlite3.connect(tmp_path / "looping.db") as store:
+        notes = store.execute("SELECT text FROM example_notes").fetchall()
+    assert notes == [("milk",)]  # the tool ran once

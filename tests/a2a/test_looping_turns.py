@@ -4,11 +4,16 @@ carries the conversation from one task to the next; mistakes stop the server at 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import re
+import sqlite3
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from looping_core.agent import AgentLoadError
@@ -165,3 +170,94 @@ async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
     _, *conversation = model_server.requests[1]["messages"]
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "user"]
     assert conversation[-1]["content"] == [{"type": "text", "text": "groceries"}]
+
+
+async def test_a_follow_up_sent_while_the_loop_runs_is_seen_before_its_next_model_call(
+    gateway: FakeGateway, model_server: FakeModelServer
+) -> None:
+    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    model_server.replies += [
+        attrs.evolve(Reply.tool_calls(("c1", "add_note", {"text": "milk"})), hang=0.5),
+        Reply.text("Noted milk and eggs."),
+    ]
+    try:
+        _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="remember milk")
+        task_id = first["result"]["task"]["id"]
+        while not model_server.requests:  # the first model call is under way
+            await asyncio.sleep(0.01)
+        _, joined = await gateway.send_turn(
+            agent.endpoint, tenant="keeper", text="and eggs", task_id=task_id
+        )
+        assert joined["result"]["task"]["status"]["state"] == "TASK_STATE_WORKING"
+        task = await answer_of(gateway, 1)
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert task["artifacts"][0]["parts"] == [{"text": "Noted milk and eggs."}]
+        assert task["metadata"]["looping.rounds"] == 2  # one turn took both messages
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
+    _, *conversation = model_server.requests[1]["messages"]
+    assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "user"]
+    assert conversation[-1]["content"] == [{"type": "text", "text": "and eggs"}]
+    assert len(gateway.pushes) == 1
+
+
+async def test_models_that_fail_fail_the_task_with_a_reason(
+    gateway: FakeGateway, model_server: FakeModelServer
+) -> None:
+    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    model_server.replies.append(Reply.failure(500))
+    try:
+        await gateway.send_turn(agent.endpoint, tenant="keeper", text="remember milk")
+        task = await answer_of(gateway, 1)
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["metadata"] == {"reason": "MODEL_UNAVAILABLE"}
+    assert "500" not in json.dumps(task)  # what went wrong is logged, not told
+
+
+async def test_a_conversation_over_its_window_is_compacted_in_the_store(
+    gateway: FakeGateway,
+    model_server: FakeModelServer,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Turn 2 of a context would pass `compact_at` of the window: turn 1 leaves the stored
+    session (no summary prompt: truncation), the example listener is told, the model sees only
+    turn 2. `[tenants.keeper.loop]` sets what is kept and `model.context_window` the window."""
+    store = tmp_path / "looping.db"
+    config = (
+        keeper(model_server.base_url)
+        .replace('enabled = ["example-notes"]', 'enabled = ["example-notes", "example-gates"]')
+        .replace('plugins = ["example-notes"]', 'plugins = ["example-notes", "example-gates"]')
+    )
+    config += "context_window = 2250\n[tenants.keeper.loop]\nkeep_last = 1\n"
+    agent, listener = await start_agent(
+        [gateway.origin], store_url=f"sqlite:///{store}", extra=config
+    )
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    model_server.replies += [Reply.text("y" * 4000), Reply.text("Second.")]
+    try:
+        with caplog.at_level(logging.INFO):
+            _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="x" * 4000)
+            context_id = first["result"]["task"]["contextId"]
+            await answer_of(gateway, 1)
+            await gateway.send_turn(
+                agent.endpoint, tenant="keeper", text="and now?", context_id=context_id
+            )
+            task = await answer_of(gateway, 2)
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert task["metadata"]["looping.compactions"] == 1
+    _, *seen = model_server.requests[1]["messages"]
+    assert seen == [{"role": "user", "content": [{"type": "text", "text": "and now?"}]}]
+    with sqlite3.connect(store) as connection:
+        rows = connection.execute("SELECT COUNT(*) FROM session_messages").fetchone()
+    assert rows == (2,)  # turn 2's question and answer; turn 1 left
+    assert f"2 message(s) displaced from context {context_id} of tenant keeper" in caplog.text

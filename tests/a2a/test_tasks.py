@@ -163,6 +163,49 @@ async def test_the_same_message_id_from_another_caller_is_another_task(
     assert mine["id"] != theirs["id"]
 
 
+async def test_a_follow_up_to_a_working_task_joins_it_and_begins_the_next_turn(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    """An agent that does not read follow-ups while it works (a plain `Agent`) ends its turn
+    without seeing one: its output is kept, the follow-up begins the next turn of the same task,
+    and only the last turn's end is pushed."""
+    held, more = f"held-{uuid.uuid4()}", f"more-{uuid.uuid4()}"
+    task = await send(agent, gateway, held, tenant="bob")
+    await wait_state(agent, gateway, task["id"], "TASK_STATE_WORKING", "bob")
+    joined = await send(agent, gateway, more, tenant="bob", task_id=task["id"])
+    assert (joined["id"], joined["status"]["state"]) == (task["id"], "TASK_STATE_WORKING")
+    assert [m["parts"] for m in joined["history"]] == [[{"text": held}], [{"text": more}]]
+    a2a_agents.RELEASE.setdefault(held, asyncio.Event()).set()
+    for _ in range(500):
+        if a2a_agents.RUNS[task["id"]] == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert a2a_agents.RUNS[task["id"]] == 2
+    working = await wait_state(agent, gateway, task["id"], "TASK_STATE_WORKING", "bob")
+    assert [a["parts"] for a in working["artifacts"]] == [[{"text": held}]]  # the first output
+    a2a_agents.RELEASE.setdefault(more, asyncio.Event()).set()
+    done = await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED", "bob")
+    assert [a["parts"] for a in done["artifacts"]] == [[{"text": held}], [{"text": more}]]
+    assert [m["role"] for m in done["history"]] == ["ROLE_USER", "ROLE_USER"] + ["ROLE_AGENT"] * 2
+    pushes = await gateway.wait_for_pushes(1)
+    states = [p.json["task"]["status"]["state"] for p in pushes if p.claims["taskId"] == task["id"]]
+    assert states == ["TASK_STATE_COMPLETED"]
+
+
+async def test_a_retried_follow_up_is_accepted_once(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    first = await send(agent, gateway, "ask")  # an EchoAgent turn, asks for input
+    await wait_state(agent, gateway, first["id"], "TASK_STATE_INPUT_REQUIRED")
+    message_id = str(uuid.uuid4())
+    again = await send(agent, gateway, "x", task_id=first["id"], message_id=message_id)
+    duplicate = await send(agent, gateway, "x", task_id=first["id"], message_id=message_id)
+    assert duplicate["id"] == again["id"]  # a retried follow-up is still accepted once
+    done = await wait_state(agent, gateway, first["id"], "TASK_STATE_COMPLETED")
+    users = [m for m in done["history"] if m["role"] == "ROLE_USER"]
+    assert [m["parts"] for m in users] == [[{"text": "ask"}], [{"text": "x"}]]
+
+
 @pytest.mark.parametrize("attempt", range(10))
 async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
     agent: RunningAgent, gateway: FakeGateway, attempt: int

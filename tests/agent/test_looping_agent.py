@@ -12,10 +12,13 @@ import pytest
 from looping_core.agent import (
     AgentContext,
     LoopingAgent,
+    ModelError,
+    ModelUnavailable,
     StreamEnd,
     TurnInput,
     TurnOutcome,
 )
+from looping_core.config import LoopSettings
 from looping_core.content import (
     AssistantMessage,
     Message,
@@ -36,6 +39,7 @@ from looping_core.contract import (
     Tool,
     ToolContext,
     ToolFamily,
+    current_tool_call,
 )
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import (
@@ -98,7 +102,7 @@ class Counting(LoopingAgent):
         return "Count when asked. " + " ".join(capabilities)
 
 
-def agent(model: ScriptedModel, counter: Counter) -> Counting:
+def agent(model: ScriptedModel, counter: Counter, **context: Any) -> Counting:
     plugin = LoadedPlugin(
         source=SOURCE, obj=object(), info=PluginInfo(capability="It counts."), config=None, hooks=()
     )
@@ -107,7 +111,7 @@ def agent(model: ScriptedModel, counter: Counter) -> Counting:
         tool_families={"counter": Contribution(counter.family(), SOURCE)},
     )
     host = PluginHost(registry, pluggy.PluginManager("looping"))
-    return Counting(AgentContext(tenant="t", plugins=host, models=(model,)))
+    return Counting(AgentContext(tenant="t", plugins=host, models=(model,), **context))
 
 
 ASK = UserMessage([TextBlock("count once")])
@@ -194,3 +198,90 @@ async def test_a_refusal_rejects_and_an_empty_answer_fails(
     assert result.outcome is outcome
     if outcome is TurnOutcome.REJECTED:
         assert result.reply == (RefusalBlock("I won't."),)
+    else:
+        assert result.reason == "MODEL_EMPTY_ANSWER"
+
+
+class Keyed(Counter):
+    """Records the call id each run was given (the idempotency key)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[str | None] = []
+
+    async def bump(self, arguments: Mapping[str, Any]) -> str:
+        call = current_tool_call()
+        self.keys.append(call.id if call else None)
+        return await super().bump(arguments)
+
+
+async def test_a_call_run_again_after_a_crash_gets_the_same_id_as_its_key() -> None:
+    keyed = Keyed()
+    calls = [ToolUseChunk(0, "{}", id="c1", name="bump"), StreamEnd(Usage(), "tool_use")]
+    await agent(ScriptedModel([calls, answers("ok")]), keyed).run(turn(MemoryLog("task-1")))
+    resumed = MemoryLog("task-1", [(ASK, "task-1"), (CALL, "task-1")])  # crashed before RESULT
+    await agent(ScriptedModel([answers("ok")]), keyed).run(turn(resumed))
+    assert keyed.keys == ["c1", "c1"]
+    assert current_tool_call() is None  # only inside a handler
+
+
+async def test_a_call_with_arguments_that_are_not_json_is_answered_with_the_call() -> None:
+    counter, log = Counter(), MemoryLog("task-1")
+    calls = [
+        ToolUseChunk(0, "{oops", id="bad", name="bump"),
+        ToolUseChunk(1, "{}", id="good", name="bump"),
+        StreamEnd(Usage(), "tool_use"),
+    ]
+    model = ScriptedModel([calls, answers("ok")])
+    await agent(model, counter).run(turn(log))
+    assert counter.calls == 1  # only the good call ran
+    _, asked, refused, ran, _ = [message for message, _ in log.entries]
+    assert isinstance(asked, AssistantMessage)
+    assert refused == ToolResultMessage(
+        [ToolResultBlock("bad", (TextBlock("the arguments are not JSON"),), is_error=True)]
+    )
+    assert ran == ToolResultMessage([ToolResultBlock("good", (TextBlock("count 1"),))])
+    # After a crash between the two results, only the call without one runs again.
+    again = Counter()
+    resumed = MemoryLog("task-1", log.entries[:3])
+    await agent(ScriptedModel([answers("ok")]), again).run(turn(resumed))
+    assert again.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ModelUnavailable("scripted", "down"), "MODEL_UNAVAILABLE"),
+        (ModelError("scripted", "HTTP 401"), "MODEL_ERROR"),
+    ],
+)
+async def test_models_that_fail_fail_the_turn_with_a_reason(error: ModelError, reason: str) -> None:
+    result = await agent(ScriptedModel([error]), Counter()).run(turn(MemoryLog("task-1")))
+    assert (result.outcome, result.reason) == (TurnOutcome.FAILED, reason)
+
+
+async def test_follow_ups_join_the_conversation_before_the_next_call() -> None:
+    log = MemoryLog("task-1")
+    log.inbox = [UserMessage([TextBlock("and twice")])]
+    model = ScriptedModel([answers("Counted twice.")])
+    await agent(model, Counter()).run(turn(log))
+    assert model.requests[0].messages == (ASK, UserMessage([TextBlock("and twice")]))
+
+
+async def test_a_stored_answer_with_a_follow_up_waiting_asks_the_model_again() -> None:
+    log = MemoryLog("task-1", [(ASK, "task-1"), (DONE, "task-1")])
+    log.inbox = [UserMessage([TextBlock("once more")])]
+    model = ScriptedModel([answers("Counted again.")])
+    result = await agent(model, Counter()).run(turn(log))
+    assert model.requests[0].messages == (ASK, DONE, UserMessage([TextBlock("once more")]))
+    assert result.reply == (TextBlock("Counted again."),)
+
+
+def test_the_deployment_overrides_the_agents_own_settings() -> None:
+    settings = LoopSettings(max_rounds=3, max_seconds=9.5, compact_at=0.6, keep_last=4)
+    built = agent(ScriptedModel([]), Counter(), loop=settings, context_window=8000)
+    config = built._config
+    assert (config.budget.max_rounds, config.budget.max_seconds) == (3, 9.5)
+    assert config.budget.max_tokens is None  # not set: the agent's own value
+    assert (config.compaction.compact_at, config.compaction.keep_last) == (0.6, 4)
+    assert built._context_window == 8000

@@ -33,6 +33,9 @@ def gates() -> Any:
     for gate in (module.raising, module.refusing, module.not_bool):
         gate.turns.clear()
         gate.displaced.clear()
+    for listener in (module.hangs_async, module.hangs_sync):
+        listener.calls = 0
+        listener.release.clear()
     return module
 
 
