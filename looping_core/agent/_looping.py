@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,7 +31,14 @@ import attrs
 
 from looping_core.agent._compaction import Compaction, Compactor
 from looping_core.agent._loop import Budget, ControlAction, run_tool_loop
-from looping_core.agent._model import ContextTooLong, ModelError, ModelRequest, ModelUnavailable
+from looping_core.agent._model import (
+    ChatModel,
+    ContextTooLong,
+    ModelError,
+    ModelRequest,
+    ModelUnavailable,
+)
+from looping_core.agent._providers import ModelSetupError, chat_models
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
@@ -40,7 +48,7 @@ from looping_core.agent._seam import (
     TurnOutcome,
     TurnResult,
 )
-from looping_core.config import LoopSettings
+from looping_core.config import LoopSettings, TenantModelConfig, check_model
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -74,6 +82,9 @@ class LoopingConfig:
     compaction: Compaction = attrs.field(factory=Compaction)
     context_window: int | None = None
     """The models' context window when `[tenants.<id>.model]` declares none."""
+    model: TenantModelConfig | None = None
+    """The agent's own model and fallbacks, used when the config has no `[tenants.<id>.model]`
+    (which, when present, replaces it whole: endpoints and keys are the deployment's)."""
 
     def overridden(self, settings: LoopSettings) -> LoopingConfig:
         """This config with what the deployment set in `[tenants.<id>.loop]`."""
@@ -109,11 +120,6 @@ class LoopingAgent(Agent):
     def __init__(self, context: AgentContext) -> None:
         super().__init__(context)
         where = f"tenants.{context.tenant}"
-        if not context.models:
-            raise AgentLoadError(
-                f"{where}: {type(self).__name__} is a LoopingAgent and needs a model; add a "
-                f"[{where}.model] table"
-            )
         registry = context.plugins.registry
         capabilities = [plugin.info.capability for plugin in registry.plugins]
         soul = self.agent_soul(capabilities)
@@ -121,7 +127,13 @@ class LoopingAgent(Agent):
             raise AgentLoadError(f"{where}: {type(self).__name__}.agent_soul() returned no text")
         self._soul = soul
         self._config = self.agent_config().overridden(context.loop)
-        self._context_window = context.context_window or self._config.context_window
+        self._models = context.models or self._own_models()
+        own = None if context.models else self._config.model
+        self._context_window = (
+            context.context_window
+            or (_smallest_window(own) if own else None)
+            or self._config.context_window
+        )
         wanted = self.agent_plugins()
         available = {name: c.item for name, c in registry.tool_families.items()}
         unknown = sorted(set(wanted or ()) - set(available))
@@ -134,6 +146,34 @@ class LoopingAgent(Agent):
         self._families: tuple[ToolFamily, ...] = tuple(
             available[name] for name in (wanted if wanted is not None else sorted(available))
         )
+
+    def _own_models(self) -> tuple[ChatModel, ...]:
+        """The models `agent_config().model` names, made with the tenant's providers."""
+        where = f"tenants.{self.context.tenant}"
+        choice = self._config.model
+        if choice is None:
+            raise AgentLoadError(
+                f"{where}: {type(self).__name__} is a LoopingAgent and needs a model; add a "
+                f"[{where}.model] table (or return one from agent_config())"
+            )
+        path = f"{type(self).__name__}.agent_config().model"
+        problems = [p.replace("$.", "", 1) for p in check_model(choice, f"$.{path}")]
+        if not problems:
+            made = chat_models(
+                self.context.tenant,
+                choice,
+                self.context.model_providers,
+                os.environ,
+                problems,
+                path=f"{where}: {path}",
+            )
+        if problems:
+            raise ModelSetupError(problems)
+        return made
+
+    async def aclose(self) -> None:
+        for model in self._models:
+            await model.aclose()
 
     @abc.abstractmethod
     def agent_soul(self, capabilities: Sequence[str]) -> str:
@@ -159,7 +199,7 @@ class LoopingAgent(Agent):
         config = self._config
         try:
             outcome = await run_tool_loop(
-                self.context.models,
+                self._models,
                 ModelRequest(messages=conversation, system=self._soul),
                 self._tools(turn.tool_context),
                 budget=config.budget,
@@ -203,7 +243,7 @@ class LoopingAgent(Agent):
         return Compactor(
             compaction,
             self._context_window,
-            self.context.models,
+            self._models,
             session=turn.session,
             on_displaced=tell,
         )
@@ -268,3 +308,8 @@ def _failure(error: ModelError) -> str:
     if isinstance(error, ContextTooLong):
         return "CONTEXT_TOO_LONG"
     return "MODEL_ERROR"
+
+
+def _smallest_window(model: TenantModelConfig) -> int | None:
+    windows = [c.context_window for c in (model, *model.fallback) if c.context_window]
+    return min(windows, default=None)

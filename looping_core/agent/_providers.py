@@ -35,10 +35,13 @@ def chat_models(
     providers: Mapping[str, ModelProvider],
     environ: Mapping[str, str],
     problems: list[str],
+    *,
+    path: str | None = None,
 ) -> tuple[ChatModel, ...]:
     """The tenant's model, then its fallbacks, in order; a problem for each that cannot be made
-    is added to `problems` (the caller raises `ModelSetupError` with all of them)."""
-    path = f"tenants.{tenant}.model"
+    is added to `problems` (the caller raises `ModelSetupError` with all of them). `path` names
+    where the choice was made (`tenants.<id>.model` by default)."""
+    path = path or f"tenants.{tenant}.model"
     choices = [
         (path, config),
         *((f"{path}.fallback[{i}]", c) for i, c in enumerate(config.fallback)),

@@ -13,7 +13,7 @@ import attrs
 
 from looping_core.config import LoopSettings
 from looping_core.content import Block, Message, UserMessage
-from looping_core.contract import Identity, ToolContext
+from looping_core.contract import Identity, ModelProvider, ToolContext
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
@@ -49,6 +49,9 @@ class AgentContext:
     whichever of them serves it); `None` when none declares one."""
     loop: LoopSettings = attrs.field(factory=LoopSettings)
     """`[tenants.<id>.loop]`: the deployment's overrides of the agent's loop settings."""
+    model_providers: Mapping[str, ModelProvider] = attrs.field(factory=dict)
+    """The providers the tenant can make models with (built-in and its plugins'), for an agent
+    that names its own model when the config names none."""
 
 
 class SessionLog(Protocol):
@@ -134,6 +137,11 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     async def run(self, turn: TurnInput) -> TurnResult:
         """Handle one turn. Raising fails the task (the error is logged, not shown)."""
+
+    async def aclose(self) -> None:
+        """Release what the agent holds (its models' connections); called once at shutdown."""
+        for model in self.context.models:
+            await model.aclose()
 
 
 class AgentLoadError(LoopingError):

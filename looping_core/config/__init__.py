@@ -12,6 +12,7 @@ Adding a section: define a frozen attrs class with defaults, add a field to `Con
 `contracts/config.schema.json` and document it in the README.
 """
 
+from looping_core.config._checks import check_model
 from looping_core.config._load import (
     load_config,
     parse_config,
@@ -58,6 +59,7 @@ __all__ = [
     "StoreConfig",
     "TenantConfig",
     "TenantModelConfig",
+    "check_model",
     "load_config",
     "parse_config",
     "resolve_config_path",

@@ -30,7 +30,7 @@ from looping_core.agent import (
     load_agent_class,
 )
 from looping_core.config import Config, TenantModelConfig
-from looping_core.contract import PluginStore
+from looping_core.contract import ModelProvider, PluginStore
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner, PushDeliverer
 from looping_core.server._connections import ConnectionGuard, ConnectionLimits
@@ -83,6 +83,7 @@ def create_app(
     edge = build_edge(config, environ, today)
     host = plugins if plugins is not None else PluginHost.load(config, environ)
     tenant_plugins = tenant_plugin_hosts(config, host)
+    providers = tenant_model_providers(config, tenant_plugins)
     models = tenant_models(config, tenant_plugins, environ)
     agents = {
         tenant_id: load_agent_class(tenant_id, tenant.agent)(
@@ -92,6 +93,7 @@ def create_app(
                 models=models[tenant_id],
                 context_window=_context_window(tenant.model),
                 loop=tenant.loop,
+                model_providers=providers[tenant_id],
             )
         )
         for tenant_id, tenant in config.tenants.items()
@@ -140,29 +142,46 @@ def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHos
     }
 
 
+def tenant_model_providers(
+    config: Config, tenant_plugins: Mapping[str, PluginHost]
+) -> dict[str, dict[str, ModelProvider]]:
+    """Each tenant's model providers by name: the built-in ones and its plugins'; raises
+    `ModelSetupError` when a plugin's provider takes a built-in name."""
+    problems: list[str] = []
+    builtins = builtin_model_providers()
+    found: dict[str, dict[str, ModelProvider]] = {}
+    for tenant_id in config.tenants:
+        providers = found[tenant_id] = dict(builtins)
+        for name, contribution in tenant_plugins[tenant_id].registry.model_providers.items():
+            if name in builtins:
+                problem = (
+                    f"{contribution.source}: model provider {name!r} is built into "
+                    "looping-core; give the plugin's provider another name"
+                )
+                if problem not in problems:
+                    problems.append(problem)
+                continue
+            providers[name] = contribution.item
+    if problems:
+        raise ModelSetupError(problems)
+    return found
+
+
 def tenant_models(
     config: Config,
     tenant_plugins: Mapping[str, PluginHost],
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[ChatModel, ...]]:
-    """Every tenant's chat models, from the built-in providers and its plugins' ones; raises
-    `ModelSetupError` listing every problem (a model provider's name, a missing key)."""
+    """Every tenant's chat models from `[tenants.<id>.model]`, made with the built-in providers
+    and its plugins' ones; raises `ModelSetupError` listing every problem (a model provider's
+    name, a missing key)."""
     env = os.environ if environ is None else environ
+    providers = tenant_model_providers(config, tenant_plugins)
     problems: list[str] = []
     models: dict[str, tuple[ChatModel, ...]] = {}
-    builtins = builtin_model_providers()
     for tenant_id, tenant in config.tenants.items():
-        providers = dict(builtins)
-        for name, contribution in tenant_plugins[tenant_id].registry.model_providers.items():
-            if name in providers:
-                problems.append(
-                    f"{contribution.source}: model provider {name!r} is built into "
-                    "looping-core; give the plugin's provider another name"
-                )
-                continue
-            providers[name] = contribution.item
         models[tenant_id] = (
-            chat_models(tenant_id, tenant.model, providers, env, problems)
+            chat_models(tenant_id, tenant.model, providers[tenant_id], env, problems)
             if tenant.model is not None
             else ()
         )
@@ -231,8 +250,7 @@ def _services(
                     await runner.close()
                     await deliverer.stop()
                     for agent in agents.values():
-                        for model in agent.context.models:
-                            await model.aclose()
+                        await agent.aclose()
         finally:
             database.close()
 

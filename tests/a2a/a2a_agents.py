@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from looping_core.agent import (
     TurnResult,
     respond_with_fallback,
 )
+from looping_core.config import TenantModelConfig
 from looping_core.content import RefusalBlock, TextBlock
 
 RUNS: collections.Counter[str] = collections.Counter()
@@ -117,6 +119,15 @@ class AskingAgent(NotesAgent):
             "ask_caller", "Ask the caller when something is unclear.", "input_required"
         )
         return LoopingConfig(actions=(ask,))
+
+
+class OwnModelAgent(NotesAgent):
+    """Names its own model (at `LPT_OWN_MODEL_URL`), used when the config names none."""
+
+    def agent_config(self) -> LoopingConfig:
+        url = os.environ.get("LPT_OWN_MODEL_URL", "not a url")
+        model = TenantModelConfig(model="own", base_url=url, max_retries=0, context_window=4096)
+        return LoopingConfig(model=model)
 
 
 class WrongFamiliesAgent(NotesAgent):

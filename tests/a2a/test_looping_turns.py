@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pytest
 
-from looping_core.agent import AgentLoadError
+from looping_core.agent import AgentLoadError, ModelSetupError
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
 
 from a2a_support import start_agent
@@ -133,15 +133,40 @@ async def test_another_caller_does_not_see_the_session_or_the_notes(
     [
         ("a2a_agents:NotesAgent", False, "needs a model; add a [tenants.keeper.model] table"),
         ("a2a_agents:WrongFamiliesAgent", True, "do not provide: weather (available: notes)"),
+        (
+            "a2a_agents:OwnModelAgent",
+            False,
+            "base_url must be an absolute http(s) URL without query or fragment @ "
+            "OwnModelAgent.agent_config().model.base_url",
+        ),
     ],
 )
 async def test_a_misconfigured_looping_agent_stops_the_server_at_startup(
     gateway: FakeGateway, agent: str, model: bool, problem: str
 ) -> None:
-    with pytest.raises(AgentLoadError, match=re.escape(problem)):
+    with pytest.raises((AgentLoadError, ModelSetupError), match=re.escape(problem)):
         await start_agent(
             [gateway.origin], extra=keeper("http://127.0.0.1:9/v1", agent=agent, model=model)
         )
+
+
+async def test_an_agent_may_name_its_own_model_and_the_config_replaces_it(
+    gateway: FakeGateway, model_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LPT_OWN_MODEL_URL", model_server.base_url)
+    model_server.replies += [Reply.text("From my own model."), Reply.text("From the config's.")]
+    for model, expected in ((False, "openai:own"), (True, "openai:m")):
+        config = keeper(model_server.base_url, agent="a2a_agents:OwnModelAgent", model=model)
+        agent, listener = await start_agent([gateway.origin], extra=config)
+        gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+        pushed = len(gateway.pushes)
+        try:
+            await gateway.send_turn(agent.endpoint, tenant="keeper", text="hi")
+            task = await answer_of(gateway, pushed + 1)
+        finally:
+            await agent.session.close()
+            await listener.cleanup()
+        assert task["metadata"]["looping.models"] == [expected]
 
 
 async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
