@@ -304,12 +304,29 @@ async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolRes
 
 
 def _schema_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
-    try:
-        jsonschema.validate(dict(call.input), dict(schema))
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(the arguments)"
-        return f"invalid arguments at {where}: {exc.message}"
-    return None
+    """What is wrong with the call's arguments under `schema` (`None`: nothing). Raises
+    `jsonschema.SchemaError` when the schema itself is not valid."""
+    error = jsonschema.exceptions.best_match(
+        _validator(_canonical(schema)).iter_errors(dict(call.input))
+    )
+    if error is None:
+        return None
+    where = "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
+    return f"invalid arguments at {where}: {error.message}"
+
+
+def _canonical(schema: Mapping[str, Any]) -> str:
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema: str) -> Any:
+    """A checked validator for a schema (in canonical JSON), made once: checking a schema
+    against its meta-schema costs far more than validating arguments with it."""
+    document = json.loads(schema)
+    kind = jsonschema.validators.validator_for(document)
+    kind.check_schema(document)
+    return kind(document)
 
 
 def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:

@@ -14,6 +14,7 @@ from looping_core.agent import (
     Agent,
     ArtifactOut,
     Budget,
+    Compaction,
     LoopingAgent,
     LoopingConfig,
     TurnInput,
@@ -48,6 +49,12 @@ class NotesKeeper(LoopingAgent):
         return LoopingConfig(
             budget=Budget(max_rounds=6, max_seconds=60),
             budget_note="You are out of time: answer now with what you have.",
+            compaction=Compaction(
+                prompt=(
+                    "Summarize the conversation above for yourself in a few sentences: what the "
+                    "person asked you to remember and what is still open. Facts only."
+                ),
+            ),
         )
 
     def agent_plugins(self) -> Sequence[str]:
