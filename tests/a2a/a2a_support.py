@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.config import Config, parse_config
 from looping_core.server import Listener, create_app, listen
-from looping_core.testing import ed25519_private_jwk
+from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
 
@@ -138,3 +139,37 @@ async def start_agent(
     listener = await listen(app, "127.0.0.1", port, shutdown_timeout=5)  # as `looping serve`
     session = aiohttp.ClientSession()
     return RunningAgent(config, signing_jwk, session, app), listener
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    gateway: FakeGateway, *, extra: str = "", store_url: str | None = None
+) -> AsyncIterator[RunningAgent]:
+    """`start_agent` behind `gateway` (which then trusts the agent's JWKS), stopped at the end."""
+    agent, listener = await start_agent([gateway.origin], store_url=store_url, extra=extra)
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    try:
+        yield agent
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
+
+
+def keeper(base_url: str, agent: str = "a2a_agents:NotesAgent", model: bool = True) -> str:
+    """TOML for tenant `keeper`: a LoopingAgent with the example notes tools, its model at
+    `base_url` (without `model`: no model table)."""
+    text = f"""
+[plugins]
+enabled = ["example-notes"]
+
+[tenants.keeper]
+agent = "{agent}"
+plugins = ["example-notes"]
+[tenants.keeper.card]
+name = "Keeper"
+description = "Keeps notes."
+skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
+"""
+    if model:
+        text += f'[tenants.keeper.model]\nmodel = "m"\nbase_url = "{base_url}"\nmax_retries = 0\n'
+    return text

@@ -12,6 +12,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
+from a2a_support import keeper
 from served import serve, wait_for, write_config
 
 
@@ -73,21 +74,7 @@ async def test_sigkill_after_a_stored_tool_result_does_not_run_the_tool_twice(
     async with FakeModelServer() as model_server:
         config = write_config(tmp_path / "looping.toml", port, gateway)
         with config.open("a") as extra:
-            extra.write(f"""
-[plugins]
-enabled = ["example-notes"]
-[tenants.keeper]
-agent = "a2a_agents:NotesAgent"
-allow_configless = true
-[tenants.keeper.card]
-name = "Keeper"
-description = "Keeps notes."
-skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
-[tenants.keeper.model]
-model = "m"
-base_url = "{model_server.base_url}"
-max_retries = 0
-""")
+            extra.write(keeper(model_server.base_url))
         key = ed25519_private_jwk("agent-key-1")
         endpoint = f"http://127.0.0.1:{port}/a2a"
         gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"

@@ -19,25 +19,7 @@ import pytest
 from looping_core.agent import AgentLoadError, ModelSetupError
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
 
-from a2a_support import start_agent
-
-
-def keeper(base_url: str, agent: str = "a2a_agents:NotesAgent", model: bool = True) -> str:
-    text = f"""
-[plugins]
-enabled = ["example-notes"]
-
-[tenants.keeper]
-agent = "{agent}"
-plugins = ["example-notes"]
-[tenants.keeper.card]
-name = "Keeper"
-description = "Keeps notes."
-skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
-"""
-    if model:
-        text += f'[tenants.keeper.model]\nmodel = "m"\nbase_url = "{base_url}"\nmax_retries = 0\n'
-    return text
+from a2a_support import keeper, serving, start_agent
 
 
 @pytest.fixture
@@ -57,15 +39,13 @@ async def answer_of(gateway: FakeGateway, count: int) -> dict[str, Any]:
 async def test_the_loop_uses_tools_and_the_session_carries_the_conversation(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies += [
         Reply.tool_calls(("c1", "add_note", {"text": "milk"})),
         Reply.text("Noted."),
         Reply.tool_calls(("c2", "list_notes", {})),
         Reply.text("You have: milk"),
     ]
-    try:
+    async with serving(gateway, extra=keeper(model_server.base_url)) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="remember milk")
         context_id = first["result"]["task"]["contextId"]
         task = await answer_of(gateway, 1)
@@ -86,9 +66,6 @@ async def test_the_loop_uses_tools_and_the_session_carries_the_conversation(
         )
         task = await answer_of(gateway, 2)
         assert task["artifacts"][0]["parts"] == [{"text": "You have: milk"}]
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
 
     system, *turn_one = model_server.requests[2]["messages"]
     assert system["role"] == "system"
@@ -104,15 +81,13 @@ async def test_the_loop_uses_tools_and_the_session_carries_the_conversation(
 async def test_another_caller_does_not_see_the_session_or_the_notes(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies += [
         Reply.tool_calls(("c1", "add_note", {"text": "alice's secret"})),
         Reply.text("Noted."),
         Reply.tool_calls(("c2", "list_notes", {})),
         Reply.text("Nothing."),
     ]
-    try:
+    async with serving(gateway, extra=keeper(model_server.base_url)) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="keep this")
         await answer_of(gateway, 1)
         context_id = first["result"]["task"]["contextId"]
@@ -120,9 +95,6 @@ async def test_another_caller_does_not_see_the_session_or_the_notes(
             agent.endpoint, tenant="keeper", text="list", context_id=context_id, subject="mallory"
         )
         await answer_of(gateway, 2)
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
     _, *mallory = model_server.requests[2]["messages"]
     assert [m["role"] for m in mallory] == ["user"]  # a new session: nothing of alice's
     assert json.loads(model_server.requests[3]["messages"][-1]["content"]) == {"notes": []}
@@ -157,15 +129,10 @@ async def test_an_agent_may_name_its_own_model_and_the_config_replaces_it(
     model_server.replies += [Reply.text("From my own model."), Reply.text("From the config's.")]
     for model, expected in ((False, "openai:own"), (True, "openai:m")):
         config = keeper(model_server.base_url, agent="a2a_agents:OwnModelAgent", model=model)
-        agent, listener = await start_agent([gateway.origin], extra=config)
-        gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
         pushed = len(gateway.pushes)
-        try:
+        async with serving(gateway, extra=config) as agent:
             await gateway.send_turn(agent.endpoint, tenant="keeper", text="hi")
             task = await answer_of(gateway, pushed + 1)
-        finally:
-            await agent.session.close()
-            await listener.cleanup()
         assert task["metadata"]["looping.models"] == [expected]
 
 
@@ -173,13 +140,11 @@ async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
     config = keeper(model_server.base_url, agent="a2a_agents:AskingAgent")
-    agent, listener = await start_agent([gateway.origin], extra=config)
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies += [
         Reply.tool_calls(("c1", "ask_caller", {"message": "Which list?"})),
         Reply.text("Added to groceries."),
     ]
-    try:
+    async with serving(gateway, extra=config) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="add milk")
         task_id = first["result"]["task"]["id"]
         task = await answer_of(gateway, 1)
@@ -189,9 +154,6 @@ async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
         task = await answer_of(gateway, 2)
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert task["artifacts"][-1]["parts"] == [{"text": "Added to groceries."}]
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
     _, *conversation = model_server.requests[1]["messages"]
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "user"]
     assert conversation[-1]["content"] == [{"type": "text", "text": "groceries"}]
@@ -200,13 +162,11 @@ async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
 async def test_a_follow_up_sent_while_the_loop_runs_is_seen_before_its_next_model_call(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies += [
         attrs.evolve(Reply.tool_calls(("c1", "add_note", {"text": "milk"})), hang=0.5),
         Reply.text("Noted milk and eggs."),
     ]
-    try:
+    async with serving(gateway, extra=keeper(model_server.base_url)) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="remember milk")
         task_id = first["result"]["task"]["id"]
         while not model_server.requests:  # the first model call is under way
@@ -219,9 +179,6 @@ async def test_a_follow_up_sent_while_the_loop_runs_is_seen_before_its_next_mode
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert task["artifacts"][0]["parts"] == [{"text": "Noted milk and eggs."}]
         assert task["metadata"]["looping.rounds"] == 2  # one turn took both messages
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
     _, *conversation = model_server.requests[1]["messages"]
     assert [m["role"] for m in conversation] == ["user", "assistant", "tool", "user"]
     assert conversation[-1]["content"] == [{"type": "text", "text": "and eggs"}]
@@ -231,15 +188,10 @@ async def test_a_follow_up_sent_while_the_loop_runs_is_seen_before_its_next_mode
 async def test_models_that_fail_fail_the_task_with_a_reason(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    agent, listener = await start_agent([gateway.origin], extra=keeper(model_server.base_url))
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies.append(Reply.failure(500))
-    try:
+    async with serving(gateway, extra=keeper(model_server.base_url)) as agent:
         await gateway.send_turn(agent.endpoint, tenant="keeper", text="remember milk")
         task = await answer_of(gateway, 1)
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
     assert task["status"]["state"] == "TASK_STATE_FAILED"
     assert task["status"]["message"]["metadata"] == {"reason": "MODEL_UNAVAILABLE"}
     assert "500" not in json.dumps(task)  # what went wrong is logged, not told
@@ -261,12 +213,8 @@ async def test_a_conversation_over_its_window_is_compacted_in_the_store(
         .replace('plugins = ["example-notes"]', 'plugins = ["example-notes", "example-gates"]')
     )
     config += "context_window = 2250\n[tenants.keeper.loop]\nkeep_last = 1\n"
-    agent, listener = await start_agent(
-        [gateway.origin], store_url=f"sqlite:///{store}", extra=config
-    )
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     model_server.replies += [Reply.text("y" * 4000), Reply.text("Second.")]
-    try:
+    async with serving(gateway, store_url=f"sqlite:///{store}", extra=config) as agent:
         with caplog.at_level(logging.INFO):
             _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="x" * 4000)
             context_id = first["result"]["task"]["contextId"]
@@ -275,9 +223,6 @@ async def test_a_conversation_over_its_window_is_compacted_in_the_store(
                 agent.endpoint, tenant="keeper", text="and now?", context_id=context_id
             )
             task = await answer_of(gateway, 2)
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert task["metadata"]["looping.compactions"] == 1
     _, *seen = model_server.requests[1]["messages"]
