@@ -20,7 +20,7 @@ import peewee
 
 from looping_core import server
 from looping_core.a2a import generate_signing_key
-from looping_core.agent import ChatModel, load_agent_class
+from looping_core.agent import Agent
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost, list_plugins
@@ -67,10 +67,10 @@ def check(config_path: Path | None) -> None:
     """Validate the config and the selected plugins; exit 1 listing every problem."""
     config = load_config(resolve_config_path(config_path))
     host = PluginHost.load(config)
-    for tenant_id, tenant in config.tenants.items():
-        load_agent_class(tenant_id, tenant.agent)
-    models = server.tenant_models(config, server.tenant_plugin_hosts(config, host))
-    asyncio.run(_close_models([m for made in models.values() for m in made]))
+    # The agents are made as `serve` makes them (their seams read, their models made), so a
+    # mistake there shows here; then their connections are closed again.
+    agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
+    asyncio.run(_close_agents(list(agents.values())))
     keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
     click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
 
@@ -186,9 +186,9 @@ def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
         database.close()
 
 
-async def _close_models(models: list[ChatModel]) -> None:
-    for model in models:
-        await model.aclose()
+async def _close_agents(agents: list[Agent]) -> None:
+    for agent in agents:
+        await agent.aclose()
 
 
 def _tenants(config: Config) -> str:

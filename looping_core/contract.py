@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextvars
 import os
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -19,17 +19,21 @@ if TYPE_CHECKING:
     import peewee
 
 __all__ = [
+    "SUBTASK_STATES",
     "Identity",
     "ModelProvider",
     "PluginInfo",
     "PluginStore",
     "SecretRef",
     "SessionRef",
+    "SubtaskLog",
     "SubtaskRecipe",
+    "SubtaskRecord",
     "SubtaskType",
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolError",
     "ToolFamily",
     "Turn",
     "Workspace",
@@ -136,6 +140,15 @@ class Tool:
     handler: Callable[[Mapping[str, Any]], Awaitable[Any]]
 
 
+class ToolError(Exception):
+    """Raise from a tool handler to answer the model with an error result saying `message` (a
+    fact it can act on); any other exception is logged and shown only as its type's name."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
 @attrs.frozen
 class ToolCall:
     """The model's call a tool handler is running for.
@@ -198,6 +211,53 @@ class SubtaskType:
     description: str
     params_type: type[Any]
     recipe: Callable[[Any], SubtaskRecipe]
+
+
+def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    return tuple(values)
+
+
+SUBTASK_STATES = ("pending", "running", "done", "failed", "canceled")
+"""A subtask's states: waiting for its dependencies or a slot, running, and the three ends."""
+
+
+@attrs.frozen
+class SubtaskRecord:
+    """One subtask of a turn's plan, as stored: what it is, where it stands and what it gave.
+
+    `params` and `result` are JSON values; `fingerprint` identifies what the subtask's subagent
+    was run with (its type, params, recipe and model), so a resumed turn knows whether its
+    steps still apply. Times are microseconds since the epoch."""
+
+    task_id: str
+    subtask_id: str
+    type_key: str
+    params: Mapping[str, Any]
+    depends_on: tuple[str, ...] = attrs.field(default=(), converter=_str_tuple)
+    round: int = 0
+    state: str = attrs.field(default="pending", validator=attrs.validators.in_(SUBTASK_STATES))
+    result: Any = None
+    reason: str | None = None
+    attempts: int = 0
+    fingerprint: str | None = None
+    wave: int | None = None
+    usage: Mapping[str, int] | None = None
+    created_us: int = 0
+    started_us: int | None = None
+    ended_us: int | None = None
+
+
+class SubtaskLog(Protocol):
+    """A turn's subtasks, durable: what the delegation runtime reads and writes."""
+
+    async def add(self, subtasks: Sequence[SubtaskRecord]) -> None:
+        """Store a plan's subtasks, all or none."""
+
+    async def subtasks(self) -> list[SubtaskRecord]:
+        """Every subtask of the task, in the order they were added."""
+
+    async def update(self, subtask: SubtaskRecord) -> None:
+        """Store the subtask's new state (matched by its id)."""
 
 
 @attrs.frozen

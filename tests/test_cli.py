@@ -24,7 +24,7 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
-        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: notes, words.\n"
+        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: notes, planner, words.\n"
     )
 
 
@@ -157,12 +157,13 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0003  sessions and their messages\n"
         "applied 0004  task metadata\n"
         "applied 0005  follow-ups to a running turn\n"
+        "applied 0006  subtasks of delegation plans\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith(
         "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
-        "up to date\n"
+        "  applied  0006\nup to date\n"
     )
 
 

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("looping_core.a2a",),
     ("looping_core.store",),
     ("looping_core.agent",),
+    ("looping_core.delegation",),
     ("looping_core.runner",),
     ("looping_core.server",),
     ("looping_core.cli",),

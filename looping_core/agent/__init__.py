@@ -31,7 +31,7 @@ from looping_core.agent._loop import (
     StepLog,
     run_tool_loop,
 )
-from looping_core.agent._looping import LoopingAgent, LoopingConfig
+from looping_core.agent._looping import LoopingAgent, LoopingConfig, resume_conversation
 from looping_core.agent._model import (
     STOP_REASONS,
     ChatModel,
@@ -99,5 +99,6 @@ __all__ = [
     "openai_provider",
     "respond",
     "respond_with_fallback",
+    "resume_conversation",
     "run_tool_loop",
 ]

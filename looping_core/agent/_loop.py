@@ -50,13 +50,15 @@ from looping_core.content import (
     ToolUseBlock,
     Usage,
 )
-from looping_core.contract import Tool, ToolCall, bind_tool_call
+from looping_core.contract import Tool, ToolCall, ToolError, bind_tool_call
 
 __all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_tool_loop"]
 
 _log = logging.getLogger("looping_core.agent")
 
 _RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
+MAX_NAMED = 10
+"""How many of a call's argument problems its error result names (every one, up to this)."""
 
 
 @attrs.frozen
@@ -306,13 +308,22 @@ async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolRes
 def _schema_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
     """What is wrong with the call's arguments under `schema` (`None`: nothing). Raises
     `jsonschema.SchemaError` when the schema itself is not valid."""
-    error = jsonschema.exceptions.best_match(
-        _validator(_canonical(schema)).iter_errors(dict(call.input))
+    errors = sorted(
+        _validator(_canonical(schema)).iter_errors(dict(call.input)),
+        key=lambda error: [str(part) for part in error.absolute_path],
     )
-    if error is None:
+    if not errors:
         return None
-    where = "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
-    return f"invalid arguments at {where}: {error.message}"
+    named = [
+        f"invalid arguments at {_where(error)}: {error.message}" for error in errors[:MAX_NAMED]
+    ]
+    if len(errors) > MAX_NAMED:
+        named.append(f"and {len(errors) - MAX_NAMED} more")
+    return "; ".join(named)
+
+
+def _where(error: jsonschema.ValidationError) -> str:
+    return "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
@@ -377,6 +388,8 @@ async def _call(
         except TimeoutError:
             _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)
             return _error(call, f"timed out after {timeout:g} s")
+        except ToolError as exc:
+            return _error(call, exc.message)
         except Exception as exc:
             _log.warning("tool %s (call %s) failed", call.name, call.id, exc_info=True)
             return _error(call, f"failed: {type(exc).__name__}")

@@ -44,6 +44,7 @@ from looping_core.agent._seam import (
     AgentContext,
     AgentLoadError,
     ArtifactOut,
+    SessionLog,
     TurnInput,
     TurnOutcome,
     TurnResult,
@@ -58,10 +59,11 @@ from looping_core.content import (
     TextBlock,
     ToolResultMessage,
     ToolUseBlock,
+    UserMessage,
 )
 from looping_core.contract import SessionRef, Tool, ToolContext, ToolFamily
 
-__all__ = ["LoopingAgent", "LoopingConfig"]
+__all__ = ["LoopingAgent", "LoopingConfig", "resume_conversation"]
 
 _log = logging.getLogger("looping_core.agent")
 
@@ -188,7 +190,9 @@ class LoopingAgent(Agent):
         return None
 
     async def run(self, turn: TurnInput) -> TurnResult:
-        conversation, pending, answered = await self._conversation(turn)
+        conversation, pending, answered = await resume_conversation(
+            turn.session, turn.message, turn.history
+        )
         inbox = turn.session.arrivals if turn.session is not None else None
         if answered is not None:
             # The loop had finished before a crash: not again, unless the caller said more.
@@ -201,7 +205,7 @@ class LoopingAgent(Agent):
             outcome = await run_tool_loop(
                 self._models,
                 ModelRequest(messages=conversation, system=self._soul),
-                self._tools(turn.tool_context),
+                self.turn_tools(turn),
                 budget=config.budget,
                 budget_note=config.budget_note,
                 log=turn.session,
@@ -230,7 +234,18 @@ class LoopingAgent(Agent):
             if action.outcome == "input_required":
                 return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words, metadata=report)
             return TurnResult(TurnOutcome.REJECTED, reply=words, metadata=report)
-        return attrs.evolve(self._result(outcome.final.message), metadata=report)
+        return await self.turn_result(
+            turn, attrs.evolve(self._result(outcome.final.message), metadata=report)
+        )
+
+    def turn_tools(self, turn: TurnInput) -> list[Tool]:
+        """The tools of this turn: those of the chosen tool families, built for its caller.
+        A subclass may add its own (the delegation runtime adds `delegate`)."""
+        return self._tools(turn.tool_context)
+
+    async def turn_result(self, turn: TurnInput, result: TurnResult) -> TurnResult:
+        """The turn's result as the loop made it; a subclass may add to it."""
+        return result
 
     def _compactor(self, turn: TurnInput) -> Compactor:
         ref = SessionRef(turn.caller, turn.context_id)
@@ -248,31 +263,6 @@ class LoopingAgent(Agent):
             on_displaced=tell,
         )
 
-    @staticmethod
-    async def _conversation(
-        turn: TurnInput,
-    ) -> tuple[tuple[Message, ...], tuple[ToolUseBlock, ...], AssistantMessage | None]:
-        """What the loop starts from: the conversation, tool calls still without results, and
-        the final answer if this turn (resumed after a crash) already has one."""
-        if turn.session is None:
-            return (*turn.history, turn.message), (), None
-        if not await turn.session.this_turn():
-            past = await turn.session.history()
-            await turn.session.append([turn.message])
-            return (*past, turn.message), (), None
-        conversation = tuple(await turn.session.history())
-        found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
-        if not found:
-            return conversation, (), None
-        at, asked = found[-1]
-        after = conversation[at + 1 :]
-        calls = tuple(b for b in asked.content if isinstance(b, ToolUseBlock))
-        if not calls:
-            return conversation, (), (None if after else asked)
-        answered = _result_ids(after)
-        # Calls whose results were never stored run now (their handlers get the same call ids).
-        return conversation, tuple(c for c in calls if c.id not in answered), None
-
     def _result(self, message: AssistantMessage) -> TurnResult:
         content = message.content
         refusal = tuple(block for block in content if isinstance(block, RefusalBlock))
@@ -289,6 +279,32 @@ class LoopingAgent(Agent):
         if context is None:
             context = ToolContext(tenant=self.context.tenant, instance_id=self.context.tenant)
         return [tool for family in self._families for tool in family.factory(context)]
+
+
+async def resume_conversation(
+    session: SessionLog | None, message: UserMessage, history: Sequence[Message] = ()
+) -> tuple[tuple[Message, ...], tuple[ToolUseBlock, ...], AssistantMessage | None]:
+    """Where a turn starts from: the conversation, the tool calls still without results, and the
+    final answer if the turn (resumed after a crash) already has one. A fresh turn's `message`
+    joins `session` here; without a session the conversation is `history` and `message`."""
+    if session is None:
+        return (*history, message), (), None
+    if not await session.this_turn():
+        past = await session.history()
+        await session.append([message])
+        return (*past, message), (), None
+    conversation = tuple(await session.history())
+    found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
+    if not found:
+        return conversation, (), None
+    at, asked = found[-1]
+    after = conversation[at + 1 :]
+    calls = tuple(b for b in asked.content if isinstance(b, ToolUseBlock))
+    if not calls:
+        return conversation, (), (None if after else asked)
+    answered = _result_ids(after)
+    # Calls whose results were never stored run now (their handlers get the same call ids).
+    return conversation, tuple(c for c in calls if c.id not in answered), None
 
 
 def _result_ids(messages: Sequence[Message]) -> set[str]:

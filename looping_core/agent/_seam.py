@@ -13,7 +13,7 @@ import attrs
 
 from looping_core.config import LoopSettings
 from looping_core.content import Block, Message, UserMessage
-from looping_core.contract import Identity, ModelProvider, ToolContext
+from looping_core.contract import Identity, ModelProvider, SubtaskLog, ToolContext
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 
@@ -71,6 +71,10 @@ class SessionLog(Protocol):
         hold yet (follow-ups to a running task), now added to it, oldest first; each is given
         once, and a turn resumed after a crash is not given again what it already took."""
 
+    def subagent(self, scope: str) -> SessionLog:
+        """A durable session of its own for a subagent of this turn (one per `scope`): it never
+        sees the caller's conversation, and takes no follow-ups."""
+
     async def displace(self, displaced: Sequence[Message], replacement: Sequence[Message]) -> bool:
         """Remove the oldest messages if they are `displaced` (and put `replacement` in their
         place), in one write. `False`, changing nothing, when the session no longer begins with
@@ -93,6 +97,8 @@ class TurnInput:
     contextId), when the runner keeps sessions."""
     tool_context: ToolContext | None = None
     """What the tenant's plugins' tool families build this caller's tools with."""
+    subtasks: SubtaskLog | None = None
+    """The task's durable subtasks, for an agent that delegates (when the runner keeps them)."""
 
 
 class TurnOutcome(enum.Enum):

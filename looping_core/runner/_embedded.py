@@ -39,15 +39,17 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.content import Message as ContentMessage
-from looping_core.contract import Identity, SessionRef, ToolContext, Turn
+from looping_core.contract import Identity, SessionRef, SubtaskRecord, ToolContext, Turn
 from looping_core.plugins import PluginHost
-from looping_core.store import SessionStore, TaskStore
+from looping_core.store import SessionStore, SubtaskStore, TaskStore
 
 __all__ = ["EmbeddedRunner"]
 
 _log = logging.getLogger("looping_core.runner")
 
 REFUSAL_METADATA = "looping.refusal"
+SUBAGENT_SEPARATOR = "\x1f"
+"""Joins a conversation, a task and a scope into a subagent session's context."""
 CANCEL_POLL_SECONDS = 1.0
 
 
@@ -64,11 +66,13 @@ class EmbeddedRunner:
         on_settled: Callable[[], None] = lambda: None,
         sessions: SessionStore | None = None,
         database: Any = None,
+        subtasks: SubtaskStore | None = None,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `database` (the store's
         peewee database) is what plugins' tools that own tables get in their `ToolContext`."""
         self._sessions = sessions
         self._database = database
+        self._subtasks = subtasks
         self._store = store
         self._agents = agents
         self._plugins = plugins
@@ -238,6 +242,7 @@ class EmbeddedRunner:
             history=tuple(m for m in history if m is not None),
             a2a_message=latest,
             session=log,
+            subtasks=_TaskSubtasks(self._subtasks, task_id) if self._subtasks else None,
             tool_context=ToolContext(
                 tenant=caller.tenant,
                 instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own
@@ -325,7 +330,10 @@ class _TurnSession:
         session: SessionRef,
         task_id: str,
         turn: str,
+        *,
+        takes_follow_ups: bool = True,
     ) -> None:
+        self._takes_follow_ups = takes_follow_ups
         self._sessions = sessions
         self._tasks = tasks
         self._session = session
@@ -351,7 +359,22 @@ class _TurnSession:
         self._read = None
         await self._sessions.append(self._session, messages, task_id=self._task_id, turn=self._turn)
 
+    def subagent(self, scope: str) -> _TurnSession:
+        # The unit separator cannot be in a caller's contextId (the edge refuses control
+        # characters), so no conversation of a caller can name a subagent's session.
+        context = SUBAGENT_SEPARATOR.join((self._session.context_id, self._task_id, scope))
+        return _TurnSession(
+            self._sessions,
+            self._tasks,
+            SessionRef(self._session.caller, context),
+            self._task_id,
+            scope,
+            takes_follow_ups=False,
+        )
+
     async def arrivals(self) -> list[ContentMessage]:
+        if not self._takes_follow_ups:
+            return []
         joined = await self._tasks.arrivals(self._task_id, after=self.taken_through)
         if not joined:
             return []
@@ -378,6 +401,27 @@ class _TurnSession:
             self._session, len(displaced), replacement, expected=displaced
         )
         return bool(removed)
+
+
+class _TaskSubtasks:
+    """The subtask store bound to one task, as the agent sees it."""
+
+    def __init__(self, store: SubtaskStore, task_id: str) -> None:
+        self._store = store
+        self._task_id = task_id
+
+    async def add(self, subtasks: Sequence[SubtaskRecord]) -> None:
+        if any(s.task_id != self._task_id for s in subtasks):
+            raise ValueError("a subtask of another task")
+        await self._store.add(subtasks)
+
+    async def subtasks(self) -> list[SubtaskRecord]:
+        return await self._store.subtasks(self._task_id)
+
+    async def update(self, subtask: SubtaskRecord) -> None:
+        if subtask.task_id != self._task_id:
+            raise ValueError("a subtask of another task")
+        await self._store.update(subtask)
 
 
 def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:

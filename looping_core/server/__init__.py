@@ -9,6 +9,7 @@
 
 from looping_core.server._app import (
     LOCAL_NODE,
+    build_agents,
     create_app,
     node_of,
     prepare_store,
@@ -24,6 +25,7 @@ __all__ = [
     "Listener",
     "ServeError",
     "Services",
+    "build_agents",
     "create_app",
     "event_loop_factory",
     "listen",

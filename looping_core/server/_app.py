@@ -48,6 +48,7 @@ from looping_core.server._services import SERVICES, Services
 from looping_core.store import (
     Database,
     SessionStore,
+    SubtaskStore,
     TaskStore,
     adopt_orphans,
     bind,
@@ -83,21 +84,7 @@ def create_app(
     edge = build_edge(config, environ, today)
     host = plugins if plugins is not None else PluginHost.load(config, environ)
     tenant_plugins = tenant_plugin_hosts(config, host)
-    providers = tenant_model_providers(config, tenant_plugins)
-    models = tenant_models(config, tenant_plugins, environ)
-    agents = {
-        tenant_id: load_agent_class(tenant_id, tenant.agent)(
-            AgentContext(
-                tenant=tenant_id,
-                plugins=tenant_plugins[tenant_id],
-                models=models[tenant_id],
-                context_window=_context_window(tenant.model),
-                loop=tenant.loop,
-                model_providers=providers[tenant_id],
-            )
-        )
-        for tenant_id, tenant in config.tenants.items()
-    }
+    agents = build_agents(config, tenant_plugins, environ)
     guard = ConnectionGuard(
         ConnectionLimits(
             header_timeout=config.server.header_timeout_seconds,
@@ -122,6 +109,30 @@ def create_app(
         )
     )
     return app
+
+
+def build_agents(
+    config: Config,
+    tenant_plugins: Mapping[str, PluginHost],
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Agent]:
+    """Every tenant's agent, made as the server makes it: its class imported, its models made,
+    its seams read. Raises `ModelSetupError` or `AgentLoadError` (what `looping check` reports)."""
+    providers = tenant_model_providers(config, tenant_plugins)
+    models = tenant_models(config, tenant_plugins, environ)
+    return {
+        tenant_id: load_agent_class(tenant_id, tenant.agent)(
+            AgentContext(
+                tenant=tenant_id,
+                plugins=tenant_plugins[tenant_id],
+                models=models[tenant_id],
+                context_window=_context_window(tenant.model),
+                loop=tenant.loop,
+                model_providers=providers[tenant_id],
+            )
+        )
+        for tenant_id, tenant in config.tenants.items()
+    }
 
 
 def _context_window(model: TenantModelConfig | None) -> int | None:
@@ -231,6 +242,7 @@ def _services(
                     config.runner,
                     on_settled=deliverer.wake,
                     sessions=SessionStore(database, node=node, worker=worker or 0),
+                    subtasks=SubtaskStore(database, node=node, worker=worker or 0),
                     database=database.peewee,
                 )
                 app[SERVICES] = Services(

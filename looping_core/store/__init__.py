@@ -7,6 +7,7 @@
 - `TaskStore`: tasks, turns, push configs and the push outbox, scoped to the verified caller;
   what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors);
 - `SessionStore`: durable sessions, one per caller and conversation, messages in order;
+- `SubtaskStore`: the subtasks of tasks' delegation plans, their states and results;
 - `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
 """
 
@@ -33,6 +34,7 @@ from looping_core.store._outbox import OutboxItem
 from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._rows import NON_TERMINAL, now_us
 from looping_core.store._sessions import SessionStore
+from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
 from looping_core.store._turns import BegunTurn, TurnStart
 
@@ -49,6 +51,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "StoreRefusal",
+    "SubtaskStore",
     "TaskNotCancelable",
     "TaskNotFound",
     "TaskStore",

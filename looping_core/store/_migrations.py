@@ -18,6 +18,7 @@ from looping_core.contract import PluginStore
 from looping_core.store._models import (
     CORE_MODELS,
     SESSION_MODELS,
+    SUBTASK_MODELS,
     CoreMigration,
     PluginMigration,
     _Base,
@@ -89,6 +90,11 @@ def _follow_ups(db: peewee.Database) -> None:
         db.execute_sql(statement)  # type: ignore[no-untyped-call]
 
 
+def _subtasks(db: peewee.Database) -> None:
+    """Delegation plans: each task's subtasks, their states and results."""
+    db.create_tables(list(SUBTASK_MODELS), safe=True)
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -97,6 +103,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(3, "sessions and their messages", _sessions),
     Migration(4, "task metadata", _task_metadata),
     Migration(5, "follow-ups to a running turn", _follow_ups),
+    Migration(6, "subtasks of delegation plans", _subtasks),
 )
 
 

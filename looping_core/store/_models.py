@@ -12,6 +12,7 @@ import peewee
 __all__ = [
     "CORE_MODELS",
     "SESSION_MODELS",
+    "SUBTASK_MODELS",
     "CoreMigration",
     "MessageRow",
     "PluginMigration",
@@ -178,9 +179,38 @@ class SessionMessageRow(_Base):
         indexes = ((("session", "position"), True),)
 
 
+class SubtaskRow(_Base):
+    """One subtask of a task's delegation plan (see `looping_core.contract.SubtaskRecord`)."""
+
+    task = peewee.ForeignKeyField(TaskRow, backref="subtasks", on_delete="CASCADE")
+    subtask_id = peewee.TextField()
+    seq = peewee.IntegerField()
+    """The order the subtasks of a task were added in."""
+    type_key = peewee.TextField()
+    params = peewee.TextField()
+    depends_on = peewee.TextField()
+    round = peewee.IntegerField()
+    state = peewee.TextField()
+    result = peewee.TextField(null=True)
+    reason = peewee.TextField(null=True)
+    attempts = peewee.IntegerField()
+    fingerprint = peewee.TextField(null=True)
+    wave = peewee.IntegerField(null=True)
+    usage = peewee.TextField(null=True)
+    created_ts = peewee.BigIntegerField()
+    started_ts = peewee.BigIntegerField(null=True)
+    ended_ts = peewee.BigIntegerField(null=True)
+
+    class Meta:
+        table_name = "subtasks"
+        primary_key = peewee.CompositeKey("task", "subtask_id")
+
+
 SESSION_MODELS: tuple[type[peewee.Model], ...] = (SessionRow, SessionMessageRow)
+SUBTASK_MODELS: tuple[type[peewee.Model], ...] = (SubtaskRow,)
 
 CORE_MODELS: tuple[type[peewee.Model], ...] = (
     TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt, *SESSION_MODELS,
+    *SUBTASK_MODELS,
 )  # fmt: skip
 """The models migration 1 creates (the journal tables exist before any migration)."""

@@ -24,6 +24,7 @@ from looping_core.agent import (
 )
 from looping_core.config import TenantModelConfig
 from looping_core.content import RefusalBlock, TextBlock
+from looping_core.delegation import RoundAgent, RoundPolicy
 
 RUNS: collections.Counter[str] = collections.Counter()
 """How many times each task's turns ran in this process."""
@@ -130,6 +131,39 @@ class OwnModelAgent(NotesAgent):
         return LoopingConfig(model=model)
 
 
+class PlanningAgent(RoundAgent):
+    """Delegates to the example notes plugin's subtask type; every word is the test's."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return "Test soul."
+
+    def agent_plugins(self) -> Sequence[str]:
+        return ["notes"]
+
+    def round_policy(self) -> RoundPolicy:
+        return RoundPolicy(
+            round_contract="Test contract.",
+            delegate_description="Test delegate.",
+            budget_note="Test budget note.",
+            plan_failed="Test plan failed.",
+            budget_spent="Test budget spent.",
+            max_parallel=2,
+            surface=("summarize-notes",),
+        )
+
+
+class WordlessPlanningAgent(PlanningAgent):
+    """Forgets a word of its policy."""
+
+    def round_policy(self) -> RoundPolicy:
+        return RoundPolicy(  # type: ignore[call-arg]
+            round_contract="Test contract.",
+            delegate_description="Test delegate.",
+            budget_note="Test budget note.",
+            plan_failed="Test plan failed.",
+        )
+
+
 class WrongFamiliesAgent(NotesAgent):
     def agent_plugins(self) -> Sequence[str]:
         return ["notes", "weather"]
@@ -143,6 +177,9 @@ __all__ = [
     "HoldingAgent",
     "ModelAgent",
     "NotesAgent",
+    "OwnModelAgent",
+    "PlanningAgent",
+    "WordlessPlanningAgent",
     "WrongFamiliesAgent",
     "text_of",
 ]

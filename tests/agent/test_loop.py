@@ -28,7 +28,7 @@ from looping_core.content import (
     Usage,
     UserMessage,
 )
-from looping_core.contract import Tool
+from looping_core.contract import Tool, ToolError
 from looping_core.testing import ScriptedModel
 
 REQUEST = ModelRequest((UserMessage([TextBlock("remember milk")]),), system="App soul.")
@@ -278,3 +278,25 @@ async def test_a_control_action_with_bad_arguments_is_an_error_and_the_loop_goes
 def test_a_control_action_has_one_of_two_outcomes() -> None:
     with pytest.raises(ValueError, match="outcome"):
         ControlAction("x", "d", "completed")
+
+
+async def test_a_tool_error_is_shown_to_the_model_as_it_is_worded() -> None:
+    async def refuse(arguments: Mapping[str, Any]) -> str:
+        raise ToolError("the plan was refused: cycle: a -> b -> a")
+
+    tools = [Tool("plan", "Plans.", {"type": "object"}, refuse)]
+    model = ScriptedModel([calls(("c1", "plan", "{}")), answer("ok")])
+    outcome = await run_tool_loop([model], REQUEST, tools)
+    [result] = results_of(outcome.messages[1])
+    assert result.is_error
+    assert result.content == (TextBlock("the plan was refused: cycle: a -> b -> a"),)
+
+
+async def test_every_problem_with_the_arguments_is_named() -> None:
+    notes = Notes()
+    model = ScriptedModel([calls(("c1", "notes.add", '{"txt": 1, "text": 2}')), answer("ok")])
+    outcome = await run_tool_loop([model], REQUEST, notes.tools())
+    [result] = results_of(outcome.messages[1])
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "Additional properties are not allowed ('txt' was unexpected)" in text
+    assert "invalid arguments at text: 2 is not of type 'string'" in text

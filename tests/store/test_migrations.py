@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == [2, 3, 4, 5]
-    assert status.applied == (1, 2, 3, 4, 5)
+    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6]
+    assert status.applied == (1, 2, 3, 4, 5, 6)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
@@ -59,6 +59,7 @@ def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path)
                 "push_outbox": columns(connection, "push_outbox"),
                 "sessions": columns(connection, "sessions"),
                 "session_messages": columns(connection, "session_messages"),
+                "subtasks": columns(connection, "subtasks"),
                 "indexes": indexes(connection),
             }
 

@@ -4,6 +4,8 @@
   runs end to end with this distribution alone.
 - `NotesKeeper` is a `LoopingAgent`: a model (`[tenants.<id>.model]`) and the notes tool family;
   its soul below is the app's words, as every sentence a model sees must be.
+- `NotesPlanner` is a `RoundAgent`: it may delegate `summarize-notes` subtasks (the notes
+  plugin's subtask type) to subagents, with the round policy's words below.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from looping_core.agent import (
     TurnResult,
 )
 from looping_core.content import TextBlock
+from looping_core.delegation import RoundAgent, RoundPolicy
 
 
 class WordCountAgent(Agent):
@@ -59,3 +62,31 @@ class NotesKeeper(LoopingAgent):
 
     def agent_plugins(self) -> Sequence[str]:
         return ["notes"]
+
+
+class NotesPlanner(RoundAgent):
+    """Splits a request about many topics into one summary per topic, run by subagents."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return (
+            "You answer questions about the notes of the person you talk to. "
+            "What you can do: " + " ".join(capabilities)
+        )
+
+    def agent_plugins(self) -> Sequence[str]:
+        return ["notes"]
+
+    def round_policy(self) -> RoundPolicy:
+        return RoundPolicy(
+            round_contract=(
+                "When a question spans several topics, call delegate once with one "
+                "summarize-notes subtask per topic, then answer from their results. Answer "
+                "directly when one look at the notes is enough."
+            ),
+            delegate_description="Run subtasks on helpers in dependency order; get their results.",
+            budget_note="You have no more rounds: answer now from what the subtasks gave you.",
+            plan_failed="I could not put the summaries together this time. Please try again.",
+            budget_spent="I ran out of time before I could answer. Please ask again.",
+            max_parallel=3,
+            surface=("summarize-notes",),
+        )

@@ -1,0 +1,269 @@
+"""Running a plan: waves of isolated subagents, every step durable, resumable by fingerprint.
+
+Each wave runs every pending subtask whose dependencies are done, at most `max_parallel` at once.
+A subtask that fails fails its dependants (with the reason), never its siblings; the results of a
+wave are the inputs of the next. Each subagent has its own session (never the parent's history),
+the recipe's instructions as its system text, only the recipe's tool families, its own budget and
+its own workspace; it gets no `delegate` tool.
+
+A subtask's fingerprint covers what its steps depend on: its type, params, the recipe's
+instructions, tool families and rounds, and the models. Its session is named by it, so after a
+crash a subtask whose fingerprint is unchanged resumes from its last durable step, and one whose
+fingerprint changed starts afresh. A finished subtask is never run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from looping_core.agent import (
+    Budget,
+    ChatModel,
+    ModelError,
+    ModelRequest,
+    SessionLog,
+    resume_conversation,
+    run_tool_loop,
+)
+from looping_core.content import TextBlock, Usage, UserMessage
+from looping_core.contract import (
+    SubtaskLog,
+    SubtaskRecipe,
+    SubtaskRecord,
+    Tool,
+    ToolContext,
+    ToolFamily,
+    Workspace,
+)
+from looping_core.delegation._workspace import GuardedWorkspace, WorkspaceLimits
+
+__all__ = ["SubagentSetup", "WaveReport", "fingerprint_of", "run_waves"]
+
+_log = logging.getLogger("looping_core.delegation")
+
+
+def _now_us() -> int:
+    return time.time_ns() // 1000
+
+
+@attrs.frozen
+class SubagentSetup:
+    """What every subagent of a turn is built from."""
+
+    models: tuple[ChatModel, ...]
+    families: Mapping[str, ToolFamily]
+    tool_context: ToolContext
+    open_workspace: Callable[[str], Workspace]
+    """A subtask's workspace by its instance id."""
+    session: SessionLog | None
+    """The parent's session, whose `subagent(scope)` gives each subagent its own."""
+    max_parallel: int = 4
+    max_rounds: int = 8
+    """A recipe's rounds when it names none."""
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+    tool_timeout: float = 60.0
+    workspace_limits: WorkspaceLimits = attrs.field(factory=WorkspaceLimits)
+
+
+@attrs.frozen
+class WaveReport:
+    """One wave as it ran: its number, its subtasks, when it began and how long it took."""
+
+    wave: int
+    subtasks: tuple[str, ...]
+    started_us: int
+    seconds: float
+
+
+def fingerprint_of(record: SubtaskRecord, recipe: SubtaskRecipe, models: Sequence[str]) -> str:
+    """What a subagent's steps depend on, hashed: a change means its steps no longer apply."""
+    document = {
+        "type": record.type_key,
+        "params": record.params,
+        "instructions": recipe.instructions,
+        "tool_families": list(recipe.tool_families),
+        "max_rounds": recipe.max_rounds,
+        "models": list(models),
+    }
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+async def run_waves(
+    records: Sequence[SubtaskRecord],
+    recipes: Mapping[str, SubtaskRecipe],
+    log: SubtaskLog,
+    setup: SubagentSetup,
+) -> tuple[list[SubtaskRecord], list[WaveReport]]:
+    """Run the plan's unfinished subtasks wave by wave; their final records and the waves."""
+    current = {record.subtask_id: record for record in records}
+    reports: list[WaveReport] = []
+    slots = asyncio.Semaphore(setup.max_parallel)
+    wave = max((r.wave or 0 for r in records), default=0)
+    while True:
+        await _fail_blocked(current, log)
+        ready = [
+            r
+            for r in current.values()
+            if r.state in ("pending", "running")
+            and all(current[d].state == "done" for d in r.depends_on)
+        ]
+        if not ready:
+            break
+        wave += 1
+        started, clock = _now_us(), time.perf_counter()
+        finished = await asyncio.gather(
+            *(
+                _run_one(
+                    r,
+                    recipes[r.subtask_id],
+                    log,
+                    setup,
+                    wave=wave,
+                    slots=slots,
+                    inputs=_inputs(r, current),
+                )
+                for r in ready
+            )
+        )
+        for record in finished:
+            current[record.subtask_id] = record
+        ids = tuple(r.subtask_id for r in ready)
+        reports.append(WaveReport(wave, ids, started, time.perf_counter() - clock))
+    return list(current.values()), reports
+
+
+async def _fail_blocked(current: dict[str, SubtaskRecord], log: SubtaskLog) -> None:
+    """Fail every pending subtask with a failed dependency, and theirs in turn."""
+    changed = True
+    while changed:
+        changed = False
+        for record in list(current.values()):
+            if record.state not in ("pending", "running"):
+                continue
+            failed = [d for d in record.depends_on if current[d].state in ("failed", "canceled")]
+            if failed:
+                blocked = attrs.evolve(
+                    record,
+                    state="failed",
+                    reason=f"dependency {failed[0]} did not finish",
+                    ended_us=_now_us(),
+                )
+                await log.update(blocked)
+                current[record.subtask_id] = blocked
+                changed = True
+
+
+async def _run_one(
+    record: SubtaskRecord,
+    recipe: SubtaskRecipe,
+    log: SubtaskLog,
+    setup: SubagentSetup,
+    *,
+    wave: int,
+    slots: asyncio.Semaphore,
+    inputs: Mapping[str, Any],
+) -> SubtaskRecord:
+    async with slots:
+        fingerprint = fingerprint_of(record, recipe, [m.label for m in setup.models])
+        if record.fingerprint not in (None, fingerprint):
+            _log.info("subtask %s changed since it ran; it starts afresh", record.subtask_id)
+        record = attrs.evolve(
+            record,
+            state="running",
+            attempts=record.attempts + 1,
+            fingerprint=fingerprint,
+            wave=wave,
+            started_us=_now_us(),
+        )
+        await log.update(record)
+        try:
+            text, usage = await _subagent(record, recipe, setup, inputs)
+        except asyncio.CancelledError:
+            # The task was canceled: its subagents stop, and the record says so.
+            canceled = attrs.evolve(record, state="canceled", ended_us=_now_us())
+            await asyncio.shield(log.update(canceled))
+            raise
+        except ModelError as exc:
+            _log.warning("subtask %s: %s", record.subtask_id, exc)
+            ended = attrs.evolve(record, state="failed", reason=_reason(exc), ended_us=_now_us())
+        else:
+            ended = attrs.evolve(
+                record,
+                state="done" if text else "failed",
+                result=text or None,
+                reason=None if text else "MODEL_EMPTY_ANSWER",
+                usage=attrs.asdict(usage),
+                ended_us=_now_us(),
+            )
+        await log.update(ended)
+        return ended
+
+
+def _reason(error: ModelError) -> str:
+    return "MODEL_UNAVAILABLE" if error.retryable else "MODEL_ERROR"
+
+
+async def _subagent(
+    record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup, inputs: Mapping[str, Any]
+) -> tuple[str, Usage]:
+    """Run one subagent to its answer: its text and the usage of its model calls."""
+    scope = f"{record.subtask_id}@{(record.fingerprint or '')[:16]}"
+    session = setup.session.subagent(scope) if setup.session is not None else None
+    message = UserMessage((TextBlock(_brief(record, inputs)),))
+    conversation, pending, answered = await resume_conversation(session, message)
+    if answered is not None:
+        texts = [b.text for b in answered.content if isinstance(b, TextBlock)]
+        return "".join(texts), answered.usage or Usage()
+    outcome = await run_tool_loop(
+        setup.models,
+        ModelRequest(messages=conversation, system=recipe.instructions),
+        _tools(record, recipe, setup),
+        budget=Budget(
+            max_rounds=recipe.max_rounds or setup.max_rounds,
+            max_tokens=setup.max_tokens,
+            max_seconds=setup.max_seconds,
+        ),
+        log=session,
+        tool_timeout=setup.tool_timeout,
+        pending=pending,
+    )
+    content = outcome.final.message.content
+    return "".join(b.text for b in content if isinstance(b, TextBlock)), outcome.usage
+
+
+def _brief(record: SubtaskRecord, inputs: Mapping[str, Any]) -> str:
+    """The subagent's first message: its params and its dependencies' results, as canonical
+    JSON (data, not words)."""
+    brief = {"params": record.params, "inputs": dict(inputs)}
+    return json.dumps(brief, sort_keys=True, separators=(",", ":"))
+
+
+def _tools(record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup) -> list[Tool]:
+    """Only the recipe's tool families, built for the caller (their data is the caller's) with
+    the subtask's own workspace."""
+    instance = f"{setup.tool_context.instance_id}/{record.task_id}/{record.subtask_id}"
+    workspace = GuardedWorkspace(setup.open_workspace(instance), setup.workspace_limits)
+    context = attrs.evolve(setup.tool_context, workspace=workspace)
+    tools: list[Tool] = []
+    for name in recipe.tool_families:
+        family = setup.families.get(name)
+        if family is None:
+            _log.warning("subtask %s: no tool family %r; left out", record.subtask_id, name)
+            continue
+        tools += family.factory(context)
+    return tools
+
+
+def _inputs(record: SubtaskRecord, current: Mapping[str, SubtaskRecord]) -> dict[str, Any]:
+    """The results of a subtask's dependencies (for its brief)."""
+    return {d: current[d].result for d in record.depends_on}

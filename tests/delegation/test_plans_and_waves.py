@@ -1,0 +1,303 @@
+"""Plans are checked as a whole; waves run in dependency order within the parallelism cap; a
+failure fails dependants, not siblings; finished subtasks are never run again, and a changed
+recipe starts its subtask afresh; workspaces hold their caps."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any
+
+import attrs
+import pytest
+
+from looping_core.agent import ModelRequest, ModelUnavailable, StreamEnd
+from looping_core.content import Message, TextChunk, Usage, UserMessage
+from looping_core.contract import (
+    SubtaskRecipe,
+    SubtaskRecord,
+    SubtaskType,
+    ToolContext,
+)
+from looping_core.delegation import (
+    GuardedWorkspace,
+    MemoryBacking,
+    SubagentSetup,
+    WorkspaceError,
+    WorkspaceLimits,
+    check_path,
+    params_schema,
+    parse_plan,
+    run_waves,
+    waves_of,
+)
+
+
+@attrs.frozen
+class Params:
+    topic: str
+    depth: int = 1
+
+
+def recipe(params: Params) -> SubtaskRecipe:
+    return SubtaskRecipe(instructions=f"Plugin words about {params.topic}.", max_rounds=2)
+
+
+TYPES = {"research": SubtaskType("research", "Looks into a topic.", Params, recipe)}
+
+
+def test_the_params_schema_follows_the_attrs_class() -> None:
+    assert params_schema(Params) == {
+        "type": "object",
+        "properties": {"topic": {"type": "string"}, "depth": {"type": "integer"}},
+        "additionalProperties": False,
+        "required": ["topic"],
+    }
+
+
+def test_a_plan_with_problems_is_refused_whole_with_every_problem_named() -> None:
+    planned, problems = parse_plan(
+        {
+            "subtasks": [
+                {"id": "a", "type": "research", "params": {"topic": "x", "colour": "red"}},
+                {"id": "b", "type": "nope", "params": {}},
+                {"id": "c", "type": "research", "params": {"depth": "deep"}},
+                {"id": "d", "type": "research", "params": {"topic": "y"}, "depends_on": ["zz"]},
+                {"id": "d", "type": "research", "params": {"topic": "z"}},
+            ]
+        },
+        TYPES,
+    )
+    assert planned == []
+    text = "\n".join(problems)
+    assert "colour" in text
+    assert "subtasks[1].type: unknown subtask type 'nope' (known: research)" in text
+    assert "subtasks[2].params" in text
+    assert "subtasks[4].id: 'd' is used twice" in text
+    assert "subtask d: depends on 'zz', not in the plan" in text
+
+
+def test_a_cycle_is_named() -> None:
+    plan = {
+        "subtasks": [
+            {"id": "a", "type": "research", "params": {"topic": "x"}, "depends_on": ["c"]},
+            {"id": "b", "type": "research", "params": {"topic": "x"}, "depends_on": ["a"]},
+            {"id": "c", "type": "research", "params": {"topic": "x"}, "depends_on": ["b"]},
+        ]
+    }
+    planned, problems = parse_plan(plan, TYPES)
+    assert planned == []
+    assert problems == ["cycle: a -> c -> b -> a"]
+
+
+def test_waves_hold_each_subtask_after_its_dependencies() -> None:
+    depends = {"a": [], "b": [], "c": ["a"], "d": ["a", "b"], "e": ["c", "d"]}
+    assert waves_of(depends) == [["a", "b"], ["c", "d"], ["e"]]
+    with pytest.raises(ValueError, match="cycle"):
+        waves_of({"a": ["b"], "b": ["a"]})
+
+
+class Subtasks:
+    """A subtask log in memory."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, SubtaskRecord] = {}
+        self.updates: list[tuple[str, str]] = []
+
+    async def add(self, subtasks: Sequence[SubtaskRecord]) -> None:
+        for subtask in subtasks:
+            self.rows[subtask.subtask_id] = subtask
+
+    async def subtasks(self) -> list[SubtaskRecord]:
+        return list(self.rows.values())
+
+    async def update(self, subtask: SubtaskRecord) -> None:
+        self.rows[subtask.subtask_id] = subtask
+        self.updates.append((subtask.subtask_id, subtask.state))
+
+
+class Sessions:
+    """A parent session that hands out subagent sessions in memory, kept by scope."""
+
+    def __init__(self) -> None:
+        self.logs: dict[str, SubLog] = {}
+
+    def subagent(self, scope: str) -> SubLog:
+        return self.logs.setdefault(scope, SubLog(scope))
+
+
+class SubLog:
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        self.messages: list[Message] = []
+
+    async def history(self) -> list[Message]:
+        return list(self.messages)
+
+    async def this_turn(self) -> list[Message]:
+        return list(self.messages)
+
+    async def append(self, messages: Sequence[Message]) -> None:
+        self.messages += messages
+
+
+class Briefed:
+    """A model that answers each subagent with the topic of its brief, after `delay` seconds,
+    counting how many calls are in flight at once; `fail` topics are unavailable."""
+
+    label = "briefed"
+
+    def __init__(self, delay: float = 0.02, fail: Sequence[str] = ()) -> None:
+        self.delay = delay
+        self.fail = set(fail)
+        self.in_flight = 0
+        self.most = 0
+        self.briefs: list[dict[str, Any]] = []
+        self.requests: list[ModelRequest] = []
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        self.requests.append(request)
+        first = request.messages[0]
+        assert isinstance(first, UserMessage)
+        brief = json.loads(first.content[0].text)  # type: ignore[union-attr]
+        self.briefs.append(brief)
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            self.in_flight -= 1
+        topic = brief["params"]["topic"]
+        if topic in self.fail:
+            raise ModelUnavailable(self.label, "down")
+        yield TextChunk(f"found {topic}")
+        yield StreamEnd(Usage(input_tokens=5, output_tokens=2), "end")
+
+
+def records(depends: Mapping[str, Sequence[str]]) -> list[SubtaskRecord]:
+    return [
+        SubtaskRecord("task-1", key, "research", {"topic": key}, tuple(deps))
+        for key, deps in depends.items()
+    ]
+
+
+def setup(model: Briefed, sessions: Sessions | None = None, parallel: int = 2) -> SubagentSetup:
+    return SubagentSetup(
+        models=(model,),
+        families={},
+        tool_context=ToolContext(tenant="t", instance_id="caller"),
+        open_workspace=lambda instance: MemoryBacking().open("t", instance),
+        session=sessions,  # type: ignore[arg-type]
+        max_parallel=parallel,
+    )
+
+
+FIVE_IN_THREE_WAVES = {"a": [], "b": [], "c": ["a"], "d": ["a", "b"], "e": ["c", "d"]}
+
+
+def recipes_of(plan: Sequence[SubtaskRecord]) -> dict[str, SubtaskRecipe]:
+    return {r.subtask_id: recipe(Params(**r.params)) for r in plan}
+
+
+async def test_five_subtasks_run_in_three_waves_within_the_cap() -> None:
+    model, log = Briefed(), Subtasks()
+    plan = records(FIVE_IN_THREE_WAVES)
+    await log.add(plan)
+    finished, waves = await run_waves(plan, recipes_of(plan), log, setup(model, Sessions()))
+    assert [w.subtasks for w in waves] == [("a", "b"), ("c", "d"), ("e",)]
+    assert {r.subtask_id: (r.state, r.wave) for r in finished} == {
+        "a": ("done", 1), "b": ("done", 1), "c": ("done", 2), "d": ("done", 2), "e": ("done", 3),
+    }  # fmt: skip
+    assert model.most <= 2
+    e = next(b for b in model.briefs if b["params"]["topic"] == "e")
+    assert e["inputs"] == {"c": "found c", "d": "found d"}  # a wave's results feed the next
+    assert log.rows["e"].result == "found e"
+    assert log.rows["e"].usage == attrs.asdict(Usage(input_tokens=5, output_tokens=2))
+
+
+async def test_the_cap_holds_with_a_wide_wave() -> None:
+    model = Briefed(delay=0.03)
+    plan = records({f"s{i}": [] for i in range(7)})
+    await run_waves(plan, recipes_of(plan), Subtasks(), setup(model, parallel=3))
+    assert model.most == 3
+
+
+async def test_a_failure_fails_its_dependants_not_its_siblings() -> None:
+    model, log = Briefed(fail=["a"]), Subtasks()
+    plan = records(FIVE_IN_THREE_WAVES)
+    finished, _ = await run_waves(plan, recipes_of(plan), log, setup(model))
+    states = {r.subtask_id: (r.state, r.reason) for r in finished}
+    assert states == {
+        "a": ("failed", "MODEL_UNAVAILABLE"),
+        "b": ("done", None),
+        "c": ("failed", "dependency a did not finish"),
+        "d": ("failed", "dependency a did not finish"),
+        "e": ("failed", "dependency c did not finish"),
+    }
+    assert sorted(b["params"]["topic"] for b in model.briefs) == ["a", "b"]
+
+
+async def test_a_finished_subtask_is_not_run_again_and_a_changed_one_starts_afresh() -> None:
+    model, log, sessions = Briefed(), Subtasks(), Sessions()
+    plan = records({"a": [], "b": ["a"]})
+    first, _ = await run_waves(plan, recipes_of(plan), log, setup(model, sessions))
+    done = {r.subtask_id: r for r in first}
+    # As after a crash: `a` is done; `b` was running when the process died.
+    interrupted = [done["a"], attrs.evolve(done["b"], state="running", result=None)]
+    again = Briefed()
+    await run_waves(interrupted, recipes_of(plan), log, setup(again, sessions))
+    assert [b["params"]["topic"] for b in again.briefs] == []  # b's answer was stored: not asked
+    changed = {
+        "b": SubtaskRecipe(instructions="Other plugin words.", max_rounds=2),
+        "a": recipe(Params("a")),
+    }
+    fresh = Briefed()
+    await run_waves(interrupted, changed, log, setup(fresh, sessions))
+    assert [b["params"]["topic"] for b in fresh.briefs] == ["b"]  # a new fingerprint: afresh
+    assert len([s for s in sessions.logs if s.startswith("b@")]) == 2
+
+
+async def test_cancel_stops_every_running_subagent() -> None:
+    model, log = Briefed(delay=30), Subtasks()
+    plan = records({"a": [], "b": [], "c": ["a"]})
+    job = asyncio.create_task(run_waves(plan, recipes_of(plan), log, setup(model)))
+    while model.in_flight < 2:
+        await asyncio.sleep(0.01)
+    job.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await job
+    assert model.in_flight == 0
+    assert {k: r.state for k, r in log.rows.items()} == {"a": "canceled", "b": "canceled"}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/etc/passwd", "../up", "a/../../b", "a//b", "./a", "a\x00b", "a\\b", "C:/x", "nul", "con.txt",
+     "a/aux", "", "x" * 600, "dir/ends."],
+)  # fmt: skip
+def test_paths_that_could_escape_or_mislead_are_refused(path: str) -> None:
+    with pytest.raises(WorkspaceError):
+        check_path(path)
+
+
+async def test_workspace_caps_are_errors_and_nothing_is_written() -> None:
+    inner = MemoryBacking().open("t", "i")
+    limits = WorkspaceLimits(max_file_bytes=10, max_total_bytes=15, max_files=2)
+    space = GuardedWorkspace(inner, limits)
+    await space.write_bytes("notes/a.txt", b"0123456789")
+    with pytest.raises(WorkspaceError, match="at most 10 bytes"):
+        await space.write_bytes("b.txt", b"x" * 11)
+    with pytest.raises(WorkspaceError, match="at most 15 bytes"):
+        await space.write_bytes("b.txt", b"x" * 6)
+    await space.write_bytes("b.txt", b"x" * 5)
+    with pytest.raises(WorkspaceError, match="at most 2 files"):
+        await space.write_bytes("c.txt", b"x")
+    await space.write_bytes("b.txt", b"y" * 5)  # rewriting a file counts its new size only
+    with pytest.raises(WorkspaceError):
+        await space.write_bytes("../escape.txt", b"x")
+    assert await inner.list() == ["b.txt", "notes/a.txt"]
+    assert await space.read_bytes("b.txt") == b"yyyyy"
