@@ -24,7 +24,9 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
-        "plugin 'example-gates' (looping-plugins-example 0.1.0). Tenants: notes, planner, words.\n"
+        "plugin 'example-gates' (looping-plugins-example 0.1.0), "
+        "plugin 'example-workspaces' (looping-plugins-example 0.1.0). "
+        "Tenants: notes, planner, words.\n"
     )
 
 

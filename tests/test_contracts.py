@@ -90,4 +90,4 @@ def test_plugins_list_json_matches_the_golden_fixture(
     schema("plugins-list.schema.json").validate(actual)
     golden = json.loads(PLUGINS_LIST_GOLDEN.read_text())
     assert example_rows(actual) == example_rows(golden)
-    assert len(example_rows(golden)) == 2
+    assert len(example_rows(golden)) == 3

@@ -67,8 +67,10 @@ class RoundPolicy:
     - `plan_failed`: the reply when the turn ends with failed subtasks and no answer;
     - `budget_spent`: the reply when the rounds ran out with no answer.
 
-    The numbers: `max_parallel` subagents at once, `max_subtasks` per plan, and `surface`, the
-    subtask types whose results become artifacts of the task.
+    The numbers: `max_parallel` subagents at once, `max_subtasks` per plan, `surface` (the
+    subtask types whose results become artifacts of the task), and each subagent's budget
+    (`subtask_max_rounds` when its recipe names none, `subtask_max_tokens`,
+    `subtask_max_seconds`).
     """
 
     round_contract: str = attrs.field(validator=_words)
@@ -79,6 +81,10 @@ class RoundPolicy:
     max_parallel: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     max_subtasks: int = attrs.field(default=20, validator=attrs.validators.ge(1))
     surface: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    subtask_max_rounds: int = attrs.field(default=8, validator=attrs.validators.ge(1))
+    """A subagent's model calls when its recipe names none."""
+    subtask_max_tokens: int | None = None
+    subtask_max_seconds: float | None = None
 
 
 class RoundAgent(LoopingAgent):
@@ -137,6 +143,9 @@ class RoundAgent(LoopingAgent):
             open_workspace=self._open_workspace,
             session=turn.session,
             max_parallel=self._policy.max_parallel,
+            max_rounds=self._policy.subtask_max_rounds,
+            max_tokens=self._policy.subtask_max_tokens,
+            max_seconds=self._policy.subtask_max_seconds,
             tool_timeout=config.tool_timeout,
             workspace_limits=WorkspaceLimits(),
         )
@@ -216,6 +225,7 @@ class RoundAgent(LoopingAgent):
             }
             for r in records
         ]
+        metadata["looping.waves"] = _waves(records)
         metadata["looping.usage"] = _total_usage(metadata.get("looping.usage"), records)
         artifacts = list(result.artifacts) + [
             _artifact(r) for r in records if r.type_key in self._policy.surface and r.result
@@ -244,6 +254,28 @@ def _artifact(record: SubtaskRecord) -> Any:
     from looping_core.agent import ArtifactOut  # noqa: PLC0415 - with its only use
 
     return ArtifactOut(name=record.subtask_id, blocks=(TextBlock(str(record.result)),))
+
+
+def _waves(records: Sequence[SubtaskRecord]) -> list[dict[str, Any]]:
+    """Each plan's waves as they ran: the subtasks, when the first began, how long it took."""
+    grouped: dict[tuple[str, int], list[SubtaskRecord]] = {}
+    for record in records:
+        if record.wave is not None and record.started_us is not None:
+            plan = record.subtask_id.split("/", 1)[0]
+            grouped.setdefault((plan, record.wave), []).append(record)
+    waves = []
+    for (plan, wave), members in grouped.items():
+        began = min(r.started_us or 0 for r in members)
+        ended = max(r.ended_us or began for r in members)
+        waves.append(
+            {
+                "plan": plan,
+                "wave": wave,
+                "subtasks": [r.subtask_id for r in members],
+                "seconds": round((ended - began) / 1_000_000, 6),
+            }
+        )
+    return waves
 
 
 def _total_usage(parent: Any, records: Sequence[SubtaskRecord]) -> dict[str, int]:

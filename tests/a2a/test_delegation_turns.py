@@ -73,6 +73,12 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
         ("p2/a", "done", 1),
         ("p2/b", "done", 2),
     ]
+    waves = task["metadata"]["looping.waves"]
+    assert [(w["plan"], w["wave"], w["subtasks"]) for w in waves] == [
+        ("p2", 1, ["p2/a"]),
+        ("p2", 2, ["p2/b"]),
+    ]
+    assert all(w["seconds"] >= 0 for w in waves)
     usage = task["metadata"]["looping.usage"]
     assert usage["input_tokens"] == 20 + 20 + 10 + 10 + 10  # parent's three calls, two subagents
 
