@@ -282,13 +282,21 @@ class LoopingAgent(Agent):
 
 
 async def resume_conversation(
-    session: SessionLog | None, message: UserMessage, history: Sequence[Message] = ()
+    session: SessionLog | None,
+    message: UserMessage,
+    history: Sequence[Message] = (),
+    *,
+    new_session: bool = False,
 ) -> tuple[tuple[Message, ...], tuple[ToolUseBlock, ...], AssistantMessage | None]:
     """Where a turn starts from: the conversation, the tool calls still without results, and the
     final answer if the turn (resumed after a crash) already has one. A fresh turn's `message`
-    joins `session` here; without a session the conversation is `history` and `message`."""
+    joins `session` here; without a session the conversation is `history` and `message`.
+    `new_session`: the caller knows the session was never written (nothing to read back)."""
     if session is None:
         return (*history, message), (), None
+    if new_session:
+        await session.append([message])
+        return (message,), (), None
     if not await session.this_turn():
         past = await session.history()
         await session.append([message])

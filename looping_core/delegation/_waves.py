@@ -220,7 +220,9 @@ async def _subagent(
     scope = f"{record.subtask_id}@{(record.fingerprint or '')[:16]}"
     session = setup.session.subagent(scope) if setup.session is not None else None
     message = UserMessage((TextBlock(_brief(record, inputs)),))
-    conversation, pending, answered = await resume_conversation(session, message)
+    # A first attempt's session (named by its fingerprint) was never written: no read back.
+    first = record.attempts == 1
+    conversation, pending, answered = await resume_conversation(session, message, new_session=first)
     if answered is not None:
         texts = [b.text for b in answered.content if isinstance(b, TextBlock)]
         return "".join(texts), answered.usage or Usage()
