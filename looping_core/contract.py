@@ -197,6 +197,8 @@ class SubtaskRecipe:
     instructions: str
     tool_families: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     max_rounds: int | None = None
+    may_delegate: bool = False
+    """The subagent may plan subtasks of its own (as deep as the agent's round policy allows)."""
 
 
 @attrs.frozen

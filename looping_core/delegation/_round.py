@@ -85,6 +85,9 @@ class RoundPolicy:
     """A subagent's model calls when its recipe names none."""
     subtask_max_tokens: int | None = None
     subtask_max_seconds: float | None = None
+    max_depth: int = attrs.field(default=1, validator=attrs.validators.ge(1))
+    """How deep plans may nest: 1, the agent's subagents never delegate; 2, a subagent whose
+    recipe `may_delegate` may plan once more; and so on."""
 
 
 class RoundAgent(LoopingAgent):
@@ -132,6 +135,15 @@ class RoundAgent(LoopingAgent):
         return [*tools, self._delegate_tool(turn)]
 
     def _delegate_tool(self, turn: TurnInput) -> Tool:
+        tool = self._make_delegate(turn, turn.session, owner="", depth=1)
+        assert tool is not None  # depth 1 is always allowed
+        return tool
+
+    def _make_delegate(self, turn: TurnInput, session: Any, owner: str, depth: int) -> Tool | None:
+        """A `delegate` tool whose plans run subagents at `depth` (none beyond `max_depth`);
+        `owner` is the subtask that plans (empty for the agent itself)."""
+        if depth > self._policy.max_depth:
+            return None
         log = turn.subtasks
         assert log is not None
         config = self._config
@@ -141,19 +153,23 @@ class RoundAgent(LoopingAgent):
             tool_context=turn.tool_context
             or ToolContext(tenant=self.context.tenant, instance_id=self.context.tenant),
             open_workspace=self._open_workspace,
-            session=turn.session,
+            session=session,
             max_parallel=self._policy.max_parallel,
             max_rounds=self._policy.subtask_max_rounds,
             max_tokens=self._policy.subtask_max_tokens,
             max_seconds=self._policy.subtask_max_seconds,
             tool_timeout=config.tool_timeout,
             workspace_limits=WorkspaceLimits(),
+            depth=depth,
+            delegate=lambda sub, subtask_id, at: self._make_delegate(turn, sub, subtask_id, at + 1),
         )
 
         async def delegate(arguments: Mapping[str, Any]) -> Any:
             call = current_tool_call()
-            prefix = f"{call.id if call else 'plan'}/"
+            prefix = f"{owner}/" if owner else ""
+            prefix += f"{call.id if call else 'plan'}/"
             stored = [r for r in await log.subtasks() if r.subtask_id.startswith(prefix)]
+            stored = [r for r in stored if "/" not in r.subtask_id.removeprefix(prefix)]
             if stored:  # this call ran before a crash: resume its plan, never plan it twice
                 records, recipes = stored, self._recipes(stored)
             else:

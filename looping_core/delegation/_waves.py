@@ -72,6 +72,11 @@ class SubagentSetup:
     max_seconds: float | None = None
     tool_timeout: float = 60.0
     workspace_limits: WorkspaceLimits = attrs.field(factory=WorkspaceLimits)
+    depth: int = 1
+    """How deep the subagents it runs are (the parent's are 1)."""
+    delegate: Callable[[SessionLog | None, str, int], Tool | None] | None = None
+    """Makes a `delegate` tool for a subagent whose recipe may delegate: from its session, its
+    subtask id and its depth (`None` when the depth limit is reached)."""
 
 
 @attrs.frozen
@@ -92,6 +97,7 @@ def fingerprint_of(record: SubtaskRecord, recipe: SubtaskRecipe, models: Sequenc
         "instructions": recipe.instructions,
         "tool_families": list(recipe.tool_families),
         "max_rounds": recipe.max_rounds,
+        "may_delegate": recipe.may_delegate,
         "models": list(models),
     }
     canonical = json.dumps(document, sort_keys=True, separators=(",", ":"))
@@ -229,7 +235,7 @@ async def _subagent(
     outcome = await run_tool_loop(
         setup.models,
         ModelRequest(messages=conversation, system=recipe.instructions),
-        _tools(record, recipe, setup),
+        _tools(record, recipe, setup, session),
         budget=Budget(
             max_rounds=recipe.max_rounds or setup.max_rounds,
             max_tokens=setup.max_tokens,
@@ -250,9 +256,12 @@ def _brief(record: SubtaskRecord, inputs: Mapping[str, Any]) -> str:
     return json.dumps(brief, sort_keys=True, separators=(",", ":"))
 
 
-def _tools(record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup) -> list[Tool]:
+def _tools(
+    record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup, session: SessionLog | None
+) -> list[Tool]:
     """Only the recipe's tool families, built for the caller (their data is the caller's) with
-    the subtask's own workspace."""
+    the subtask's own workspace; `delegate` only when the recipe asks for it and the depth
+    limit allows."""
     instance = f"{setup.tool_context.instance_id}/{record.task_id}/{record.subtask_id}"
     workspace = GuardedWorkspace(setup.open_workspace(instance), setup.workspace_limits)
     context = attrs.evolve(setup.tool_context, workspace=workspace)
@@ -263,6 +272,10 @@ def _tools(record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup) -
             _log.warning("subtask %s: no tool family %r; left out", record.subtask_id, name)
             continue
         tools += family.factory(context)
+    if recipe.may_delegate and setup.delegate is not None:
+        delegate = setup.delegate(session, record.subtask_id, setup.depth)
+        if delegate is not None:
+            tools.append(delegate)
     return tools
 
 

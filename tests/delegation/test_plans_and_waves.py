@@ -11,9 +11,10 @@ from typing import Any
 
 import attrs
 import pytest
+from delegation_support import Sessions, Subtasks
 
 from looping_core.agent import ModelRequest, ModelUnavailable, StreamEnd
-from looping_core.content import Message, TextChunk, Usage, UserMessage
+from looping_core.content import TextChunk, Usage, UserMessage
 from looping_core.contract import (
     SubtaskRecipe,
     SubtaskRecord,
@@ -96,50 +97,6 @@ def test_waves_hold_each_subtask_after_its_dependencies() -> None:
     assert waves_of(depends) == [["a", "b"], ["c", "d"], ["e"]]
     with pytest.raises(ValueError, match="cycle"):
         waves_of({"a": ["b"], "b": ["a"]})
-
-
-class Subtasks:
-    """A subtask log in memory."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, SubtaskRecord] = {}
-        self.updates: list[tuple[str, str]] = []
-
-    async def add(self, subtasks: Sequence[SubtaskRecord]) -> None:
-        for subtask in subtasks:
-            self.rows[subtask.subtask_id] = subtask
-
-    async def subtasks(self) -> list[SubtaskRecord]:
-        return list(self.rows.values())
-
-    async def update(self, subtask: SubtaskRecord) -> None:
-        self.rows[subtask.subtask_id] = subtask
-        self.updates.append((subtask.subtask_id, subtask.state))
-
-
-class Sessions:
-    """A parent session that hands out subagent sessions in memory, kept by scope."""
-
-    def __init__(self) -> None:
-        self.logs: dict[str, SubLog] = {}
-
-    def subagent(self, scope: str) -> SubLog:
-        return self.logs.setdefault(scope, SubLog(scope))
-
-
-class SubLog:
-    def __init__(self, scope: str) -> None:
-        self.scope = scope
-        self.messages: list[Message] = []
-
-    async def history(self) -> list[Message]:
-        return list(self.messages)
-
-    async def this_turn(self) -> list[Message]:
-        return list(self.messages)
-
-    async def append(self, messages: Sequence[Message]) -> None:
-        self.messages += messages
 
 
 class Briefed:
