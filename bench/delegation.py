@@ -91,6 +91,7 @@ class Planner(RoundAgent):
             budget_note="Bench note.",
             plan_failed="Bench plan failed.",
             budget_spent="Bench budget spent.",
+            canceled="Bench canceled.",
             max_parallel=self.parallel,
             max_subtasks=1000,
         )

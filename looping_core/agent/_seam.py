@@ -144,6 +144,11 @@ class Agent(abc.ABC):
     async def run(self, turn: TurnInput) -> TurnResult:
         """Handle one turn. Raising fails the task (the error is logged, not shown)."""
 
+    def canceled_reply(self) -> tuple[Block, ...]:
+        """What a caller who cancels a task is told (the status message of the canceled task);
+        nothing by default. The words are the app's."""
+        return ()
+
     async def aclose(self) -> None:
         """Release what the agent holds (its models' connections); called once at shutdown."""
         for model in self.context.models:

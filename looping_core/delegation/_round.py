@@ -65,7 +65,8 @@ class RoundPolicy:
     - `delegate_description`: the `delegate` tool's description the model reads;
     - `budget_note`: added to the system text of the last call when the rounds are spent;
     - `plan_failed`: the reply when the turn ends with failed subtasks and no answer;
-    - `budget_spent`: the reply when the rounds ran out with no answer.
+    - `budget_spent`: the reply when the rounds ran out with no answer;
+    - `canceled`: the status message of a task the caller cancels (its subagents stop).
 
     The numbers: `max_parallel` subagents at once, `max_subtasks` per plan, `surface` (the
     subtask types whose results become artifacts of the task), and each subagent's budget
@@ -78,6 +79,7 @@ class RoundPolicy:
     budget_note: str = attrs.field(validator=_words)
     plan_failed: str = attrs.field(validator=_words)
     budget_spent: str = attrs.field(validator=_words)
+    canceled: str = attrs.field(validator=_words)
     max_parallel: int = attrs.field(default=4, validator=attrs.validators.ge(1))
     max_subtasks: int = attrs.field(default=20, validator=attrs.validators.ge(1))
     surface: tuple[str, ...] = attrs.field(default=(), converter=tuple)
@@ -218,6 +220,9 @@ class RoundAgent(LoopingAgent):
                 raise ToolError("a stored subtask no longer fits its type: " + "; ".join(problems))
             recipes[record.subtask_id] = planned[0].recipe
         return recipes
+
+    def canceled_reply(self) -> tuple[TextBlock, ...]:
+        return (TextBlock(self._policy.canceled),)
 
     async def turn_result(self, turn: TurnInput, result: TurnResult) -> TurnResult:
         """Surfaced subtasks' results become artifacts; the plan and per-subtask state and

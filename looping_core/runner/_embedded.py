@@ -104,6 +104,12 @@ class EmbeddedRunner:
             async with asyncio.timeout(timeout):
                 await event.wait()
 
+    def canceled_message(self, tenant: str) -> Message | None:
+        """The status message a canceled task of `tenant` gets: its agent's words, if any."""
+        agent = self._agents.get(tenant)
+        words = agent.canceled_reply() if agent is not None else ()
+        return _agent_message(_parts(words)) if words else None
+
     def cancel_local(self, task_id: str) -> None:
         """Stop a turn running here (its task was canceled)."""
         job = self._running.get(task_id)

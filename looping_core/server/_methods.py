@@ -182,8 +182,10 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
 
 async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
     _check_ids(("params.id", params.id, True))
-    task, _ = await context.services.store.cancel(context.identity, params.id)
-    context.services.runner.cancel_local(params.id)  # and, as every settled turn, wakes pushes
+    runner = context.services.runner
+    words = runner.canceled_message(context.identity.tenant)
+    task, _ = await context.services.store.cancel(context.identity, params.id, words)
+    runner.cancel_local(params.id)  # and, as every settled turn, wakes pushes
     return to_wire(task)
 
 

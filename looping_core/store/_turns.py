@@ -339,14 +339,19 @@ class Turns(Outbox, PushConfigs):
 
         return await self._db.run(write)
 
-    async def cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
+    async def cancel(
+        self, caller: Identity, task_id: str, status_message: Message | None = None
+    ) -> tuple[Task, bool]:
         """Cancel the caller's task; `TaskNotCancelable` if it is already terminal.
+        `status_message`: what the caller is told (the agent's words), if anything.
 
         Returns the updated task and whether this call's write won (a racing completion may win).
         """
-        return await self._db.run(self._cancel, caller, task_id)
+        return await self._db.run(self._cancel, caller, task_id, status_message)
 
-    def _cancel(self, caller: Identity, task_id: str) -> tuple[Task, bool]:
+    def _cancel(
+        self, caller: Identity, task_id: str, status_message: Message | None
+    ) -> tuple[Task, bool]:
         head = self._owned(caller, task_id)
         if TaskState(head.state).is_terminal:
             raise TaskNotCancelable(task_id)
@@ -354,7 +359,7 @@ class Turns(Outbox, PushConfigs):
             task_id,
             TaskState.TASK_STATE_CANCELED,
             allowed_from=NON_TERMINAL,
-            status_message=None,
+            status_message=status_message,
             reply=None,
             artifacts=(),
         )

@@ -147,6 +147,7 @@ class PlanningAgent(RoundAgent):
             budget_note="Test budget note.",
             plan_failed="Test plan failed.",
             budget_spent="Test budget spent.",
+            canceled="Test canceled.",
             max_parallel=2,
             surface=("summarize-notes",),
         )

@@ -4,6 +4,7 @@ and the task carries the plan, the per-subtask states and the summed usage."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -132,3 +133,37 @@ def test_looping_check_makes_the_agents_and_reports_a_wordless_policy(
     good = tmp_path / "good.toml"
     good.write_text(keeper("http://127.0.0.1:9/v1", agent="a2a_agents:PlanningAgent"))
     assert looping_cli("check", "--config", str(good), site=Path(__file__).parent).returncode == 0
+
+
+async def test_cancel_during_a_wave_stops_every_subagent_with_the_policys_words(
+    gateway: FakeGateway, model_server: FakeModelServer, tmp_path: Path
+) -> None:
+    store = tmp_path / "looping.db"
+    model_server.replies += [
+        plan(
+            {"id": "a", "type": "summarize-notes", "params": {"topic": "milk"}},
+            {"id": "b", "type": "summarize-notes", "params": {"topic": "eggs"}},
+        ),
+        Reply.slow(3),  # both subagents wait for the model when the caller cancels
+        Reply.slow(3),
+    ]
+    config = keeper(model_server.base_url, agent="a2a_agents:PlanningAgent")
+    async with serving(gateway, store_url=f"sqlite:///{store}", extra=config) as agent:
+        _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="summarize")
+        task_id = first["result"]["task"]["id"]
+        for _ in range(500):
+            if len(model_server.requests) == 3:
+                break
+            await asyncio.sleep(0.01)
+        _, canceled = await gateway.call(
+            agent.endpoint, "CancelTask", {"tenant": "keeper", "id": task_id}, tenant="keeper"
+        )
+        [push] = await gateway.wait_for_pushes(1)
+    status = canceled["result"]["status"]
+    assert status["state"] == "TASK_STATE_CANCELED"
+    assert status["message"]["parts"] == [{"text": "Test canceled."}]
+    assert push.json["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+    with sqlite3.connect(store) as connection:
+        rows = connection.execute("SELECT subtask_id, state FROM subtasks ORDER BY seq").fetchall()
+    assert rows == [("p1/a", "canceled"), ("p1/b", "canceled")]
+    assert len(model_server.requests) == 3  # nothing asked the model after the cancel

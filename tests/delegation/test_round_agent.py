@@ -68,6 +68,7 @@ def policy(**numbers: Any) -> RoundPolicy:
         budget_note="Note words.",
         plan_failed="Failed words.",
         budget_spent="Spent words.",
+        canceled="Canceled words.",
         **numbers,
     )
 
@@ -172,6 +173,7 @@ def test_a_policy_without_every_word_is_refused_when_the_agent_is_made() -> None
                 budget_note="x",
                 plan_failed="x",
                 budget_spent="x",
+                canceled="x",
             )
 
     for kind, needle in ((Wordless, "budget_spent"), (Blank, "round_contract")):

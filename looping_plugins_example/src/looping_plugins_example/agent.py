@@ -87,6 +87,7 @@ class NotesPlanner(RoundAgent):
             budget_note="You have no more rounds: answer now from what the subtasks gave you.",
             plan_failed="I could not put the summaries together this time. Please try again.",
             budget_spent="I ran out of time before I could answer. Please ask again.",
+            canceled="Stopped, as you asked.",
             max_parallel=3,
             surface=("summarize-notes",),
         )
