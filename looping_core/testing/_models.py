@@ -14,7 +14,7 @@ from aiohttp import web
 
 from looping_core.agent import ModelError, ModelEvent, ModelRequest, StreamEnd
 from looping_core.content import TextChunk, Usage
-from looping_core.testing._local import LocalServer
+from looping_core.gateway import LocalServer
 
 __all__ = ["FakeModelServer", "Reply", "ScriptedModel"]
 

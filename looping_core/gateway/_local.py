@@ -1,5 +1,6 @@
-"""What the harness's fake servers share: an aiohttp application on 127.0.0.1 at a free port,
-started and stopped by hand or as an async context manager."""
+"""What the local gateway and the harness's fake servers share: an aiohttp application on a
+loopback port (a free one unless given), started and stopped by hand or as an async context
+manager."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ class LocalServer(abc.ABC):
 
     host = "127.0.0.1"
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self._runner: web.AppRunner | None = None
-        self._port = 0
+        self._port = port
 
     @abc.abstractmethod
     def _routes(self, app: web.Application) -> None:
@@ -36,7 +37,7 @@ class LocalServer(abc.ABC):
         self._routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, 0).start()
+        await web.TCPSite(self._runner, self.host, self._port).start()
         self._port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:

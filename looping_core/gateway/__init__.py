@@ -1,0 +1,25 @@
+"""The local gateway: what stands in front of an agent on one machine (there is no development
+bypass of the gateway checks; you run a gateway instead).
+
+- `LocalGateway`: its own Ed25519 key, its JWKS on a loopback port, tokens minted as a real
+  gateway mints them, turns sent as a gateway sends them, pushes received and verified against
+  the agent's JWKS;
+- `mint_token`: one gateway token;
+- `gateway_key(folder)`: the gateway's key, made once and kept in a local state folder;
+- `LocalServer`: the loopback aiohttp server it (and the test harness's fakes) run on.
+"""
+
+from looping_core.gateway._gateway import JWKS_ROUTE, LocalGateway, ReceivedPush
+from looping_core.gateway._local import LocalServer
+from looping_core.gateway._state import default_state_folder, gateway_key
+from looping_core.gateway._tokens import mint_token
+
+__all__ = [
+    "JWKS_ROUTE",
+    "LocalGateway",
+    "LocalServer",
+    "ReceivedPush",
+    "default_state_folder",
+    "gateway_key",
+    "mint_token",
+]
