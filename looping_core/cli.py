@@ -7,13 +7,14 @@ Exit codes: 0 success, 1 validation found problems, 2 usage error (click's own).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TextIO, TypeVar
 
 import click
 import peewee
@@ -23,6 +24,16 @@ from looping_core.a2a import generate_signing_key
 from looping_core.agent import Agent
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError
+from looping_core.gateway import (
+    JWKS_ROUTE,
+    Target,
+    call_agent,
+    default_state_folder,
+    gateway_key,
+    mint_token,
+    run_gateway,
+    send_text,
+)
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.store import Database, adopt_node, migration_status, plugin_versions, upgrade
 
@@ -237,3 +248,173 @@ def _selected_keys(config_path: Path | None) -> tuple[str, ...]:
 
 if __name__ == "__main__":
     main()
+
+
+_state_option = click.option(
+    "--state",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The local gateway's state folder, which keeps its key (default: "
+    "$LOOPING_GATEWAY_STATE, else ~/.local/state/looping/gateway).",
+)
+_SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+
+
+@main.command()
+@_config_option
+@_state_option
+@_clean_errors
+def gateway(config_path: Path | None, state: Path | None) -> None:
+    """Run a local gateway on the loopback origin the config trusts, until Ctrl-C."""
+    config = load_config(resolve_config_path(config_path))
+    target = Target.of(config)
+    click.echo(f"local gateway on {target.origin} for {target.endpoint}; Ctrl-C stops it")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_gateway(config, state or default_state_folder()))
+
+
+@main.command()
+@click.argument("text", required=False)
+@_config_option
+@_state_option
+@click.option("--tenant", required=True, help="The agent to ask (a [tenants.<id>] of the config).")
+@click.option("--file", "source", type=click.File("r"), help="Send this file's text ('-': stdin).")
+@click.option("--task", "task_id", default=None, help="Continue this task (it asked for input).")
+@click.option("--context", "context_id", default=None, help="Continue this conversation.")
+@click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
+@click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait.")
+@_clean_errors
+def send(
+    text: str | None,
+    *,
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    source: TextIO | None,
+    task_id: str | None,
+    context_id: str | None,
+    subject: str,
+    as_json: bool,
+    timeout: float,
+) -> None:
+    """Send TEXT to an agent through a local gateway and print its answer."""
+    if text is None:
+        stream: TextIO = source or sys.stdin
+        text = stream.read()
+    if not text or not text.strip():
+        raise click.UsageError("nothing to send: give TEXT, --file or text on stdin")
+    config = load_config(resolve_config_path(config_path))
+    task = asyncio.run(
+        send_text(
+            config,
+            state or default_state_folder(),
+            tenant,
+            text,
+            task_id=task_id,
+            context_id=context_id,
+            subject=subject,
+            timeout=timeout,
+        )
+    )
+    if as_json:
+        click.echo(json.dumps(task, indent=2))
+    else:
+        click.echo(_answer(task))
+    if task["status"]["state"] not in _SUCCEEDED:
+        sys.exit(1)
+
+
+def _answer(task: dict[str, Any]) -> str:
+    """The task for people: its state and ids, the agent's last words, its artifacts."""
+    status = task["status"]
+    lines = [f"{status['state']}  task {task['id']}  context {task['contextId']}"]
+    agent = [m for m in task.get("history", []) if m.get("role") == "ROLE_AGENT"]
+    said = status.get("message") or (agent[-1] if agent else None)
+    if said:
+        lines += [p["text"] for p in said.get("parts", []) if "text" in p]
+        reason = (said.get("metadata") or {}).get("reason")
+        if reason:
+            lines.append(f"(reason: {reason})")
+    for artifact in task.get("artifacts", []):
+        texts = [p["text"] for p in artifact.get("parts", []) if "text" in p]
+        lines.append(f"[{artifact.get('name') or artifact['artifactId']}] " + " ".join(texts))
+    return "\n".join(lines)
+
+
+@main.command()
+@_config_option
+@_state_option
+@click.option("--tenant", required=True, help="The agent the token is for.")
+@click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
+@click.option("--lifetime", default=300, show_default=True, help="Seconds the token lasts.")
+@_clean_errors
+def token(
+    config_path: Path | None, state: Path | None, tenant: str, subject: str, lifetime: int
+) -> None:
+    """Print a gateway token of the local gateway for any A2A client (the agent checks it
+    against the key set `looping gateway` serves, so keep that running)."""
+    config = load_config(resolve_config_path(config_path))
+    target = Target.of(config)
+    click.echo(
+        mint_token(
+            gateway_key(state or default_state_folder()),
+            jku=target.origin + JWKS_ROUTE,
+            iss=target.origin,
+            aud=target.endpoint,
+            tenant=tenant,
+            sub=subject,
+            lifetime=lifetime,
+        )
+    )
+
+
+@main.group()
+def tasks() -> None:
+    """A caller's tasks, through a local gateway."""
+
+
+def _tasks_call(
+    config_path: Path | None, state: Path | None, tenant: str, method: str, params: dict[str, Any]
+) -> None:
+    config = load_config(resolve_config_path(config_path))
+    result = asyncio.run(
+        call_agent(config, state or default_state_folder(), tenant, method, params)
+    )
+    click.echo(json.dumps(result, indent=2))
+
+
+@tasks.command("list")
+@_config_option
+@_state_option
+@click.option("--tenant", required=True)
+@click.option("--context", "context_id", default=None, help="Only this conversation's tasks.")
+@_clean_errors
+def tasks_list(
+    config_path: Path | None, state: Path | None, tenant: str, context_id: str | None
+) -> None:
+    """The caller's tasks, newest first, as JSON."""
+    params = {"contextId": context_id} if context_id else {}
+    _tasks_call(config_path, state, tenant, "ListTasks", params)
+
+
+@tasks.command("get")
+@click.argument("task_id")
+@_config_option
+@_state_option
+@click.option("--tenant", required=True)
+@_clean_errors
+def tasks_get(task_id: str, config_path: Path | None, state: Path | None, tenant: str) -> None:
+    """One task, as JSON."""
+    _tasks_call(config_path, state, tenant, "GetTask", {"id": task_id})
+
+
+@tasks.command("cancel")
+@click.argument("task_id")
+@_config_option
+@_state_option
+@click.option("--tenant", required=True)
+@_clean_errors
+def tasks_cancel(task_id: str, config_path: Path | None, state: Path | None, tenant: str) -> None:
+    """Cancel a task; prints it, canceled."""
+    _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id})

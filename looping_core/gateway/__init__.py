@@ -6,9 +6,18 @@ bypass of the gateway checks; you run a gateway instead).
   the agent's JWKS;
 - `mint_token`: one gateway token;
 - `gateway_key(folder)`: the gateway's key, made once and kept in a local state folder;
-- `LocalServer`: the loopback aiohttp server it (and the test harness's fakes) run on.
+- `LocalServer`: the loopback aiohttp server it (and the test harness's fakes) run on;
+- what the CLI's `gateway`, `send` and `tasks` do: `run_gateway`, `send_text`, `call_agent`.
 """
 
+from looping_core.gateway._client import (
+    AgentRefused,
+    GatewayError,
+    Target,
+    call_agent,
+    run_gateway,
+    send_text,
+)
 from looping_core.gateway._gateway import JWKS_ROUTE, LocalGateway, ReceivedPush
 from looping_core.gateway._local import LocalServer
 from looping_core.gateway._state import default_state_folder, gateway_key
@@ -16,10 +25,16 @@ from looping_core.gateway._tokens import mint_token
 
 __all__ = [
     "JWKS_ROUTE",
+    "AgentRefused",
+    "GatewayError",
     "LocalGateway",
     "LocalServer",
     "ReceivedPush",
+    "Target",
+    "call_agent",
     "default_state_folder",
     "gateway_key",
     "mint_token",
+    "run_gateway",
+    "send_text",
 ]

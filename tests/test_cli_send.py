@@ -1,0 +1,205 @@
+"""`looping gateway`, `looping send` and `looping tasks` against a real `looping serve`: a
+newcomer's first turn with no file edited by hand, and what a refusal looks like."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import unused_port
+
+from looping_core.a2a import generate_signing_key
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
+
+
+def write_config(folder: Path, port: int, gateway_port: int, origins: str | None = None) -> Path:
+    path = folder / "looping.toml"
+    origins = origins or f'["http://127.0.0.1:{gateway_port}"]'
+    path.write_text(
+        f"""
+[server]
+port = {port}
+[security]
+signing_key = "env:LPT_SEND_KEY"
+gateway_origins = {origins}
+[store]
+url = "sqlite:///{folder / "looping.db"}"
+[tenants.words]
+agent = "looping_plugins_example.agent:WordCountAgent"
+[tenants.words.card]
+name = "Words"
+description = "Counts words."
+skills = [{{ id = "count", name = "Count", description = "Counts.", tags = ["count"] }}]
+"""
+    )
+    return path
+
+
+def _start(
+    *args: str, env: dict[str, str], log: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    script = str(Path(sys.executable).with_name("looping"))
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [script, *args], env={**os.environ, **env}, stdout=output, stderr=output,
+            start_new_session=True, cwd=cwd,
+        )  # fmt: skip
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    for _ in range(300):
+        if process.poll() is not None:
+            raise AssertionError(log.read_text())
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"{url} never answered:\n{log.read_text()}")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=30)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
+    """`looping serve` on a fresh config; yields the config and the gateway's port."""
+    port, gateway_port = unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port)
+    log = tmp_path / "serve.log"
+    process = _start("serve", "--config", str(config), env=KEY, log=log)
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        yield config, gateway_port
+    finally:
+        _stop(process)
+
+
+def test_send_prints_the_answer_and_tasks_finds_the_task(
+    looping_cli: Cli, served: tuple[Path, int], tmp_path: Path
+) -> None:
+    config, _ = served
+    state = ["--state", str(tmp_path / "state")]
+    sent = looping_cli(
+        "send", "--config", str(config), *state, "--tenant", "words", "one two three"
+    )
+    assert sent.returncode == 0, sent.stderr
+    head, reply, artifact = sent.stdout.splitlines()
+    assert head.startswith("TASK_STATE_COMPLETED  task ")
+    assert (reply, artifact) == ("Counted 3 words.", "[word-count] 3")
+    task_id = head.split()[2]
+    key = json.loads((tmp_path / "state" / "gateway-key.json").read_text())
+    assert "d" in key  # the gateway's own private key, kept in its state folder
+    assert oct((tmp_path / "state" / "gateway-key.json").stat().st_mode & 0o777) == "0o600"
+
+    as_json = looping_cli(
+        "send", "--config", str(config), *state, "--tenant", "words", "--json", "x y"
+    )
+    assert json.loads(as_json.stdout)["artifacts"][0]["parts"] == [{"text": "2"}]
+    got = looping_cli("tasks", "get", task_id, "--config", str(config), *state, "--tenant", "words")
+    assert json.loads(got.stdout)["id"] == task_id
+    listed = looping_cli("tasks", "list", "--config", str(config), *state, "--tenant", "words")
+    assert task_id in [task["id"] for task in json.loads(listed.stdout)["tasks"]]
+    done = looping_cli(
+        "tasks", "cancel", task_id, "--config", str(config), *state, "--tenant", "words"
+    )
+    assert done.returncode == 1  # a completed task cannot be canceled
+    assert "the agent refused" in done.stderr
+
+
+def test_send_reads_stdin_and_works_beside_a_running_gateway(
+    looping_cli: Cli, served: tuple[Path, int], tmp_path: Path
+) -> None:
+    config, gateway_port = served
+    state = ["--state", str(tmp_path / "state")]
+    log = tmp_path / "gateway.log"
+    gateway = _start("gateway", "--config", str(config), *state, env={}, log=log)
+    try:
+        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        script = str(Path(sys.executable).with_name("looping"))
+        sent = subprocess.run(
+            [script, "send", "--config", str(config), *state, "--tenant", "words"],
+            input="four words from stdin",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        _stop(gateway)
+    assert sent.returncode == 0, sent.stderr
+    assert "Counted 4 words." in sent.stdout.splitlines()
+
+
+def test_a_refused_token_exits_non_zero_naming_the_check(
+    looping_cli: Cli, served: tuple[Path, int], tmp_path: Path
+) -> None:
+    """Another key serves the trusted origin's JWKS: the agent refuses `send`'s token."""
+    config, gateway_port = served
+    log = tmp_path / "gateway.log"
+    other = ["--state", str(tmp_path / "other")]
+    gateway = _start("gateway", "--config", str(config), *other, env={}, log=log)
+    try:
+        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        sent = looping_cli(
+            "send", "--config", str(config), "--state", str(tmp_path / "mine"),
+            "--tenant", "words", "hi",
+        )  # fmt: skip
+    finally:
+        _stop(gateway)
+    assert sent.returncode == 1
+    assert "Gateway token rejected" in sent.stderr
+    assert "(check: " in sent.stderr
+
+
+def test_a_config_that_trusts_no_loopback_gateway_says_so(looping_cli: Cli, tmp_path: Path) -> None:
+    config = write_config(tmp_path, 8080, 9000, origins='["https://gateway.example"]')
+    result = looping_cli("send", "--config", str(config), "--tenant", "words", "hi")
+    assert result.returncode == 1
+    assert "trusts no loopback origin" in result.stderr
+    assert "http://127.0.0.1:9000" in result.stderr
+
+
+def test_the_readmes_sdk_recipe_runs_as_written(looping_cli: Cli, tmp_path: Path) -> None:
+    """The README's official-SDK recipe against the example config (its ports moved to free
+    ones): `looping gateway`, `looping token`, then the recipe's code, unchanged otherwise."""
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text()
+    recipe = readme.split("<!-- sdk-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
+    port, gateway_port = unused_port(), unused_port()
+    example = (root / "examples/looping.toml").read_text()
+    config = tmp_path / "looping.toml"
+    config.write_text(example.replace("8080", str(port)).replace("9000", str(gateway_port)))
+    state = ["--state", str(tmp_path / "state")]
+    env = {"A2A_SIGNING_KEY": KEY["LPT_SEND_KEY"]}
+    serve_log, gateway_log = tmp_path / "serve.log", tmp_path / "gateway.log"
+    serving = _start("serve", "--config", str(config), env=env, log=serve_log, cwd=tmp_path)
+    gateway = _start("gateway", "--config", str(config), *state, env={}, log=gateway_log)
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", serving, serve_log)
+        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, gateway_log)
+        token = looping_cli("token", "--config", str(config), *state, "--tenant", "words")
+        assert token.returncode == 0, token.stderr
+        code = recipe.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+        run = subprocess.run(
+            [sys.executable, "-c", code],
+            env={**os.environ, "TOKEN": token.stdout.strip()},
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+    finally:
+        _stop(gateway)
+        _stop(serving)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "3"
