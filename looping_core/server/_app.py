@@ -13,7 +13,7 @@ import functools
 import logging
 import os
 import socket
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 import aiohttp
 from aiohttp import web
@@ -71,6 +71,7 @@ def create_app(
     today: datetime.date | None = None,
     plugins: PluginHost | None = None,
     worker: int | None = None,
+    models: Mapping[str, Sequence[ChatModel]] | None = None,
 ) -> web.Application:
     """The agent server for `config`.
 
@@ -78,13 +79,14 @@ def create_app(
     `looping serve --workers N` it leaves that to the supervisor (`prepare_store`), which ran it
     before any worker started, and recovers and delivers only slot `k`'s turns and pushes.
 
-    Raises `SigningKeyError`, `PluginProblems`, `ModelSetupError` or `AgentLoadError` before
-    anything listens.
+    `models` gives tenants their chat models in code instead of `[tenants.<id>.model]` (a test's
+    scripted model). Raises `SigningKeyError`, `PluginProblems`, `ModelSetupError` or
+    `AgentLoadError` before anything listens.
     """
     edge = build_edge(config, environ, today)
     host = plugins if plugins is not None else PluginHost.load(config, environ)
     tenant_plugins = tenant_plugin_hosts(config, host)
-    agents = build_agents(config, tenant_plugins, environ)
+    agents = build_agents(config, tenant_plugins, environ, models=models)
     guard = ConnectionGuard(
         ConnectionLimits(
             header_timeout=config.server.header_timeout_seconds,
@@ -115,17 +117,21 @@ def build_agents(
     config: Config,
     tenant_plugins: Mapping[str, PluginHost],
     environ: Mapping[str, str] | None = None,
+    *,
+    models: Mapping[str, Sequence[ChatModel]] | None = None,
 ) -> dict[str, Agent]:
     """Every tenant's agent, made as the server makes it: its class imported, its models made,
-    its seams read. Raises `ModelSetupError` or `AgentLoadError` (what `looping check` reports)."""
+    its seams read. Raises `ModelSetupError` or `AgentLoadError` (what `looping check` reports).
+    `models` replaces the configured models of the tenants it names."""
     providers = tenant_model_providers(config, tenant_plugins)
-    models = tenant_models(config, tenant_plugins, environ)
+    configured = tenant_models(config, tenant_plugins, environ)
+    given = {tenant: tuple(chosen) for tenant, chosen in (models or {}).items()}
     return {
         tenant_id: load_agent_class(tenant_id, tenant.agent)(
             AgentContext(
                 tenant=tenant_id,
                 plugins=tenant_plugins[tenant_id],
-                models=models[tenant_id],
+                models=given.get(tenant_id, configured[tenant_id]),
                 context_window=_context_window(tenant.model),
                 loop=tenant.loop,
                 model_providers=providers[tenant_id],

@@ -10,18 +10,26 @@ For plugin authors: run the host's own startup validation on your plugin in your
 For the A2A edge: real Ed25519 keys (`ed25519_private_jwk`), gateway tokens
 (`make_gateway_token`) and a `FakeGateway` that serves its JWKS on 127.0.0.1 and counts fetches.
 
+For agent authors: `AgentHarness` serves an agent in-process behind a fake gateway (`send` a
+turn as the gateway does, take its `result` from the verified push); `ScriptedModel` and
+`FakeModelServer` stand in for a hosted model; `MemorySession` drives a loop with no store.
+
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
+from looping_core.testing._harness import AgentHarness
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
 from looping_core.testing._models import FakeModelServer, Reply, ScriptedModel
+from looping_core.testing._sessions import MemorySession
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
 
 __all__ = [
+    "AgentHarness",
     "FakeGateway",
     "FakeModelServer",
+    "MemorySession",
     "PluginValidator",
     "Reply",
     "ScriptedModel",

@@ -1,0 +1,170 @@
+"""The agent harness: an agent served in-process behind a fake gateway, a turn sent the way the
+gateway sends it, and its result taken from the verified push.
+
+    async with AgentHarness("my_agents:NotesAgent", model=ScriptedModel.says("Noted.")) as h:
+        task = await h.send("remember milk")           # the accepted task, as the gateway gets it
+        done = await h.result(task)                     # the task from its verified push
+        assert done["artifacts"][0]["parts"] == [{"text": "Noted."}]
+
+Everything is real but the model: the agent's key and JWKS, the gateway's key and tokens, the
+edge's checks, the store (a fresh SQLite file unless `store_url` says otherwise), the runner and
+the signed push. The config is built in code; `config` adds TOML (plugins, settings, other
+tenants).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from aiohttp.test_utils import unused_port
+
+from looping_core.agent import ChatModel
+from looping_core.config import parse_config
+from looping_core.server import Listener, create_app, listen
+from looping_core.testing._gateway import FakeGateway
+from looping_core.testing._keys import ed25519_private_jwk
+
+__all__ = ["AgentHarness"]
+
+_KEY_VARIABLE = "LOOPING_HARNESS_SIGNING_KEY"
+_SETTLED = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+}
+
+
+class AgentHarness:
+    """One agent (tenant `tenant`) served on 127.0.0.1 behind a `FakeGateway`."""
+
+    def __init__(
+        self,
+        agent: str,
+        *,
+        tenant: str = "agent",
+        model: ChatModel | Sequence[ChatModel] | None = None,
+        plugins: Sequence[str] = (),
+        config: str = "",
+        store_url: str | None = None,
+    ) -> None:
+        """`agent` is `"module:Class"`; `model` (or models, the first then its fallbacks)
+        replaces `[tenants.<tenant>.model]`; `plugins` are enabled for the tenant."""
+        self.agent = agent
+        self.tenant = tenant
+        self.models: tuple[ChatModel, ...] = (
+            () if model is None else tuple(model) if isinstance(model, Sequence) else (model,)
+        )
+        self.plugins = tuple(plugins)
+        self.extra = config
+        self.store_url = store_url
+        self.gateway = FakeGateway()
+        self.port = 0
+        self._listener: Listener | None = None
+        self._taken: set[int] = set()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return self.base_url + "/a2a"
+
+    def _toml(self) -> str:
+        store_url = self.store_url
+        if store_url is None:
+            folder = Path(tempfile.mkdtemp(prefix="looping-harness-"))
+            store_url = f"sqlite:///{folder / 'looping.db'}"
+        plugins = json.dumps(list(self.plugins))
+        return f"""
+[server]
+port = {self.port}
+[security]
+signing_key = "env:{_KEY_VARIABLE}"
+gateway_origins = ["{self.gateway.origin}"]
+[store]
+url = "{store_url}"
+[push]
+backoff_seconds = 0.05
+backoff_max_seconds = 0.2
+[plugins]
+enabled = {plugins}
+[tenants.{self.tenant}]
+agent = "{self.agent}"
+[tenants.{self.tenant}.card]
+name = "Agent under test"
+description = "The agent a test drives."
+skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"] }}]
+{self.extra}
+"""
+
+    async def start(self) -> None:
+        await self.gateway.start()
+        self.port = unused_port()
+        config = parse_config(self._toml(), source="<harness>")
+        environ = {_KEY_VARIABLE: json.dumps(ed25519_private_jwk("agent-key"))}
+        models = {self.tenant: self.models} if self.models else None
+        app = create_app(config, environ=environ, models=models)
+        self._listener = await listen(app, "127.0.0.1", self.port, shutdown_timeout=5)
+        self.gateway.agent_jwks_url = self.base_url + "/.well-known/jwks.json"
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            await self._listener.cleanup()
+            self._listener = None
+        await self.gateway.stop()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    async def send(self, text: str, **kwargs: Any) -> dict[str, Any]:
+        """Send a turn as the gateway does; the accepted task. Keyword arguments go to
+        `FakeGateway.send_turn` (`task_id`, `context_id`, `subject`, ...). A JSON-RPC error is an
+        `AssertionError` showing it."""
+        status, body = await self.gateway.send_turn(
+            self.endpoint, tenant=self.tenant, text=text, **kwargs
+        )
+        if status != 200 or "result" not in body:
+            raise AssertionError(f"the agent refused the turn (HTTP {status}): {body}")
+        task: dict[str, Any] = body["result"]["task"]
+        return task
+
+    async def result(self, task: Mapping[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """The task as its verified push reports it once it ended or asks for input."""
+        seen = 0
+        while True:
+            pushes = await self.gateway.wait_for_pushes(seen + 1, timeout=timeout)
+            for index, push in enumerate(pushes):
+                if index in self._taken:
+                    continue
+                if push.error is not None:
+                    raise AssertionError(f"a push failed verification: {push.error}")
+                pushed: dict[str, Any] = push.json["task"]
+                if pushed["id"] == task["id"] and pushed["status"]["state"] in _SETTLED:
+                    self._taken.add(index)  # each push is one result, given once
+                    return pushed
+            seen = len(pushes)
+
+    async def call(self, method: str, params: Mapping[str, Any]) -> Any:
+        """Any other JSON-RPC method, with a gateway token: the response body."""
+        _, body = await self.gateway.call(
+            self.endpoint, method, {"tenant": self.tenant, **params}, tenant=self.tenant
+        )
+        return body
