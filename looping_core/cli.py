@@ -34,6 +34,7 @@ from looping_core.gateway import (
     run_gateway,
     send_text,
 )
+from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.store import Database, adopt_node, migration_status, plugin_versions, upgrade
 
@@ -418,3 +419,24 @@ def tasks_get(task_id: str, config_path: Path | None, state: Path | None, tenant
 def tasks_cancel(task_id: str, config_path: Path | None, state: Path | None, tenant: str) -> None:
     """Cancel a task; prints it, canceled."""
     _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id})
+
+
+@main.group()
+def plugin() -> None:
+    """Write plugins."""
+
+
+@plugin.command("new")
+@click.argument("name")
+@click.option(
+    "--dir",
+    "into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(),
+    help="Where to write it (default: here).",
+)
+@_clean_errors
+def plugin_new(name: str, into: Path) -> None:
+    """Write a new plugin distribution NAME: entry point, hooks, a tool, tests, CI."""
+    target = write_plugin(name, into)
+    click.echo(f"wrote {target}; next: cd {target} && pip install -e '.[test]' && pytest")

@@ -1,0 +1,49 @@
+"""`looping plugin new`: the written distribution installs, its tests pass as generated, and the
+host's `looping check` accepts a config that enables it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+def test_a_new_plugin_installs_and_passes_its_own_tests(looping_cli: Cli, tmp_path: Path) -> None:
+    made = looping_cli("plugin", "new", "my-tools", "--dir", str(tmp_path))
+    assert made.returncode == 0, made.stderr
+    plugin = tmp_path / "my-tools"
+    for part in ("pyproject.toml", "README.md", "looping.toml", "src/my_tools/plugin.py",
+                 "tests/test_plugin.py", ".github/workflows/ci.yml"):  # fmt: skip
+        assert (plugin / part).is_file(), part
+    assert 'dependencies = ["looping-core>=0.1,<0.2"]' in (plugin / "pyproject.toml").read_text()
+    site = tmp_path / "site"
+    install = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+         "--no-build-isolation", "--target", str(site), str(plugin)],
+        capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout + install.stderr
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=plugin, env=env, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert "2 passed" in tests.stdout
+    checked = looping_cli("check", "--config", str(plugin / "looping.toml"), site=site)
+    assert checked.returncode == 0, checked.stderr
+    assert "plugin 'my-tools' (my-tools 0.1.0)" in checked.stdout
+
+
+def test_a_bad_name_or_a_taken_folder_is_refused(looping_cli: Cli, tmp_path: Path) -> None:
+    bad = looping_cli("plugin", "new", "My_Tools", "--dir", str(tmp_path))
+    assert bad.returncode == 1
+    assert "is not a plugin name" in bad.stderr
+    (tmp_path / "taken").mkdir()
+    taken = looping_cli("plugin", "new", "taken", "--dir", str(tmp_path))
+    assert taken.returncode == 1
+    assert "exists already" in taken.stderr
