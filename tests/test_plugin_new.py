@@ -4,6 +4,7 @@ host's `looping check` accepts a config that enables it."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -47,3 +48,19 @@ def test_a_bad_name_or_a_taken_folder_is_refused(looping_cli: Cli, tmp_path: Pat
     taken = looping_cli("plugin", "new", "taken", "--dir", str(tmp_path))
     assert taken.returncode == 1
     assert "exists already" in taken.stderr
+
+
+def test_the_example_distribution_passes_its_tests_copied_out_of_the_repository(
+    tmp_path: Path,
+) -> None:
+    """Its tests need nothing of the repository: its own pytest settings, no path outside it."""
+    source = Path(__file__).parents[1] / "looping_plugins_example"
+    copy = tmp_path / "looping_plugins_example"
+    shutil.copytree(source, copy, ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+         "-W", "error::pytest.PytestDeprecationWarning"],
+        cwd=copy, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert tests.returncode == 0, tests.stdout + tests.stderr
+    assert " passed" in tests.stdout

@@ -1,4 +1,5 @@
-"""The example config served for real: a gateway turn in, a verified push with the artifact out."""
+"""The repository's example config served for real: a gateway turn in, a verified push with the
+artifact out; its LoopingAgent tenant with a fake model server."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from looping_core.config import load_config
 from looping_core.server import create_app
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
-EXAMPLE = Path(__file__).parents[2] / "examples" / "looping.toml"
+EXAMPLE = Path(__file__).parents[1] / "examples" / "looping.toml"
 
 
 async def test_a_turn_through_the_example_config(fake_gateway: FakeGateway, tmp_path: Path) -> None:

@@ -1,0 +1,45 @@
+"""The example agents served for real through looping-core's agent harness (a fake gateway with
+real keys, the edge's checks, a store, signed pushes): no file outside this distribution."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from looping_core.agent import StreamEnd
+from looping_core.content import TextChunk, ToolUseChunk, Usage
+from looping_core.testing import AgentHarness, ScriptedModel
+
+
+def call(call_id: str, name: str, arguments: str) -> list[Any]:
+    return [ToolUseChunk(0, arguments, id=call_id, name=name), StreamEnd(Usage(), "tool_use")]
+
+
+def answer(text: str) -> list[Any]:
+    return [TextChunk(text), StreamEnd(Usage(input_tokens=5, output_tokens=3), "end")]
+
+
+async def test_the_word_counter_answers_with_an_artifact() -> None:
+    async with AgentHarness("looping_plugins_example.agent:WordCountAgent") as harness:
+        done = await harness.result(await harness.send("one two three four"))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert [(a["name"], a["parts"]) for a in done["artifacts"]] == [("word-count", [{"text": "4"}])]
+
+
+async def test_the_notes_keeper_keeps_a_note_and_reads_it_back() -> None:
+    model = ScriptedModel(
+        [
+            call("c1", "add_note", '{"text": "the meeting moved to Friday"}'),
+            answer("Noted."),
+            call("c2", "list_notes", "{}"),
+            answer("The meeting moved to Friday."),
+        ]
+    )
+    agent = "looping_plugins_example.agent:NotesKeeper"
+    async with AgentHarness(agent, model=model, plugins=["example-notes"]) as harness:
+        first = await harness.send("Remember: the meeting moved to Friday.")
+        assert (await harness.result(first))["artifacts"][0]["parts"] == [{"text": "Noted."}]
+        second = await harness.send("When is the meeting?", context_id=first["contextId"])
+        done = await harness.result(second)
+    assert done["artifacts"][0]["parts"] == [{"text": "The meeting moved to Friday."}]
+    assert model.requests[0].system.startswith("You keep notes")  # the app's soul
+    assert "the meeting moved to Friday" in str(model.requests[3].messages[-1])
