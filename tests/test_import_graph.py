@@ -50,3 +50,21 @@ def test_importing_the_package_stays_tiny() -> None:
 def test_the_contract_types_do_not_drag_in_the_host() -> None:
     loaded = modules_after_importing("looping_core.contract", "looping_core.hookspecs")
     assert not loaded & {"peewee", "cattrs", "click", "looping_core.plugins", "looping_core.config"}
+
+
+def _third_party(modules: set[str]) -> set[str]:
+    return {name.split(".")[0] for name in modules} - set(sys.stdlib_module_names)
+
+
+def test_the_harness_pulls_in_nothing_the_runtime_does_not() -> None:
+    """`looping_core.testing` (but its pytest plugin, which needs pytest) adds no third-party
+    package to what the runtime already imports: an agent's tests run on its dependencies."""
+    runtime = _third_party(modules_after_importing(*RUNTIME_MODULES))
+    harness = _third_party(modules_after_importing(*RUNTIME_MODULES, "looping_core.testing"))
+    assert harness - runtime == set()
+
+
+def test_an_agent_that_never_delegates_imports_no_delegation() -> None:
+    loaded = modules_after_importing("looping_core.agent", "looping_core.runner")
+    assert "looping_core.runner" in loaded
+    assert not {m for m in loaded if m.startswith("looping_core.delegation")}
