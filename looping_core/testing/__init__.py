@@ -12,12 +12,14 @@ For the A2A edge: real Ed25519 keys (`ed25519_private_jwk`), gateway tokens
 
 For agent authors: `AgentHarness` serves an agent in-process behind a fake gateway (`send` a
 turn as the gateway does, take its `result` from the verified push); `ScriptedModel` and
-`FakeModelServer` stand in for a hosted model; `MemorySession` drives a loop with no store.
+`FakeModelServer` stand in for a hosted model; `cassette` records a model's or a tool's HTTP
+once and replays it offline; `MemorySession` drives a loop with no store.
 
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
+from looping_core.testing._cassettes import cassette
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._harness import AgentHarness
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
@@ -34,6 +36,7 @@ __all__ = [
     "Reply",
     "ScriptedModel",
     "assert_plugin_valid",
+    "cassette",
     "ed25519_private_jwk",
     "make_gateway_token",
     "plugin_problems",

@@ -2,7 +2,9 @@
 
 - `plugin_validator`: the host's startup validation, for a plugin's own suite;
 - `fake_gateway`: a running `FakeGateway`;
-- `agent_harness`: a factory of started `AgentHarness`es, stopped after the test.
+- `agent_harness`: a factory of started `AgentHarness`es, stopped after the test;
+- `cassette`: the test's HTTP cassette (`cassettes/<module>/<test>.yaml`), replayed, or recorded
+  with `LOOPING_RECORD=1`.
 
 The async fixtures need pytest-asyncio (`pip install 'looping-core[test]'`); without it they still
 exist and fail with that instruction instead of a missing-fixture error.
@@ -10,16 +12,17 @@ exist and fail with that instruction instead of a missing-fixture error.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
 
+from looping_core.testing._cassettes import cassette as _cassette
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._harness import AgentHarness
 from looping_core.testing._validation import PluginValidator
 
-__all__ = ["agent_harness", "fake_gateway", "plugin_validator"]
+__all__ = ["agent_harness", "cassette", "fake_gateway", "plugin_validator"]
 
 _NEEDS_ASYNCIO = (
     "the {name} fixture is async and needs pytest-asyncio: pip install pytest-asyncio "
@@ -27,6 +30,17 @@ _NEEDS_ASYNCIO = (
 )
 
 MakeHarness = Callable[..., Awaitable[AgentHarness]]
+
+
+@pytest.fixture
+def cassette(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The test's HTTP cassette, `cassettes/<module>/<test>.yaml` beside its file: replayed,
+    or recorded with `LOOPING_RECORD=1`."""
+    module = request.path.stem
+    name = request.node.name.replace("/", "_")
+    path = request.path.parent / "cassettes" / module / f"{name}.yaml"
+    with _cassette(path) as tape:
+        yield tape
 
 
 @pytest.fixture
