@@ -18,13 +18,20 @@ from looping_core.gateway._client import (
     run_gateway,
     send_text,
 )
-from looping_core.gateway._gateway import JWKS_ROUTE, LocalGateway, ReceivedPush
+from looping_core.gateway._gateway import (
+    JWKS_ROUTE,
+    SETTLED_STATES,
+    LocalGateway,
+    ReceivedPush,
+    user_message,
+)
 from looping_core.gateway._local import LocalServer
 from looping_core.gateway._state import default_state_folder, gateway_key
 from looping_core.gateway._tokens import mint_token
 
 __all__ = [
     "JWKS_ROUTE",
+    "SETTLED_STATES",
     "AgentRefused",
     "GatewayError",
     "LocalGateway",
@@ -37,4 +44,5 @@ __all__ = [
     "mint_token",
     "run_gateway",
     "send_text",
+    "user_message",
 ]

@@ -22,21 +22,13 @@ import attrs
 
 from looping_core.config import Config
 from looping_core.errors import LoopingError
-from looping_core.gateway._gateway import JWKS_ROUTE, LocalGateway
+from looping_core.gateway._gateway import JWKS_ROUTE, SETTLED_STATES, LocalGateway, user_message
 from looping_core.gateway._state import gateway_key
 from looping_core.gateway._tokens import mint_token
 
 __all__ = ["AgentRefused", "GatewayError", "Target", "call_agent", "run_gateway", "send_text"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
-_SETTLED = {
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_AUTH_REQUIRED",
-}
 
 
 class GatewayError(LoopingError):
@@ -177,15 +169,7 @@ async def send_text(
         receiving = False  # a `looping gateway` serves the key set; we ask GetTask instead
     try:
         inbox = f"send-{uuid.uuid4().hex[:12]}"
-        message: dict[str, Any] = {
-            "messageId": str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if task_id:
-            message["taskId"] = task_id
-        if context_id:
-            message["contextId"] = context_id
+        message = user_message(text, task_id=task_id, context_id=context_id)
         push = (
             gateway.push_config(inbox)
             if receiving
@@ -221,7 +205,7 @@ async def _pushed(gateway: LocalGateway, task_id: str, inbox: str) -> dict[str, 
             if push.error is not None:
                 raise GatewayError(f"a push failed verification: {push.error}")
             task: dict[str, Any] = push.json["task"]
-            if task["id"] == task_id and task["status"]["state"] in _SETTLED:
+            if task["id"] == task_id and task["status"]["state"] in SETTLED_STATES:
                 return task
         seen = len(pushes)
 
@@ -233,6 +217,6 @@ async def _polled(
         task: dict[str, Any] = await call_agent(
             config, state, tenant, "GetTask", {"id": task_id}, subject=subject
         )
-        if task["status"]["state"] in _SETTLED:
+        if task["status"]["state"] in SETTLED_STATES:
             return task
         await asyncio.sleep(0.2)

@@ -23,7 +23,7 @@ from looping_core.a2a import SigningKey, verify_push
 from looping_core.gateway._local import LocalServer
 from looping_core.gateway._tokens import mint_token
 
-__all__ = ["JWKS_ROUTE", "LocalGateway", "ReceivedPush"]
+__all__ = ["JWKS_ROUTE", "SETTLED_STATES", "LocalGateway", "ReceivedPush", "user_message"]
 
 JWKS_ROUTE = "/.well-known/jwks.json"
 
@@ -44,6 +44,39 @@ class ReceivedPush:
     @property
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+SETTLED_STATES = frozenset(
+    {
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_FAILED",
+        "TASK_STATE_CANCELED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_INPUT_REQUIRED",
+        "TASK_STATE_AUTH_REQUIRED",
+    }
+)
+"""The states a caller waits for: the task ended, or it asks for input or authorization."""
+
+
+def user_message(
+    text: str,
+    *,
+    message_id: str | None = None,
+    task_id: str | None = None,
+    context_id: str | None = None,
+) -> dict[str, Any]:
+    """A caller's text message in A2A's JSON form (a fresh messageId unless given)."""
+    message: dict[str, Any] = {
+        "messageId": message_id or str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id:
+        message["taskId"] = task_id
+    if context_id:
+        message["contextId"] = context_id
+    return message
 
 
 class LocalGateway(LocalServer):
@@ -111,15 +144,7 @@ class LocalGateway(LocalServer):
     ) -> tuple[int, Any]:
         """Send one turn the way a gateway does: a fresh token, A2A-Version 1.0, a
         `SendMessage` with an inline push config aimed back at this gateway."""
-        message: dict[str, Any] = {
-            "messageId": message_id or str(uuid.uuid4()),
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-        if task_id:
-            message["taskId"] = task_id
-        if context_id:
-            message["contextId"] = context_id
+        message = user_message(text, message_id=message_id, task_id=task_id, context_id=context_id)
         configuration: dict[str, Any] = {"returnImmediately": return_immediately}
         if inbox is not None:
             configuration["taskPushNotificationConfig"] = self.push_config(inbox)

@@ -25,6 +25,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ChatModel
 from looping_core.config import parse_config
+from looping_core.gateway import SETTLED_STATES
 from looping_core.server import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk
@@ -32,14 +33,6 @@ from looping_core.testing._keys import ed25519_private_jwk
 __all__ = ["AgentHarness"]
 
 _KEY_VARIABLE = "LOOPING_HARNESS_SIGNING_KEY"
-_SETTLED = {
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_REJECTED",
-    "TASK_STATE_INPUT_REQUIRED",
-    "TASK_STATE_AUTH_REQUIRED",
-}
 
 
 class AgentHarness:
@@ -157,7 +150,7 @@ skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"
                 if push.error is not None:
                     raise AssertionError(f"a push failed verification: {push.error}")
                 pushed: dict[str, Any] = push.json["task"]
-                if pushed["id"] == task["id"] and pushed["status"]["state"] in _SETTLED:
+                if pushed["id"] == task["id"] and pushed["status"]["state"] in SETTLED_STATES:
                     self._taken.add(index)  # each push is one result, given once
                     return pushed
             seen = len(pushes)
