@@ -203,3 +203,34 @@ def test_the_readmes_sdk_recipe_runs_as_written(looping_cli: Cli, tmp_path: Path
         _stop(serving)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "3"
+
+
+def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Path) -> None:
+    port, gateway_port = unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port)
+    config.write_text(
+        config.read_text().replace(
+            "looping_plugins_example.agent:WordCountAgent", "a2a_agents:EchoAgent"
+        )
+    )
+    agents = str(Path(__file__).parent / "a2a")
+    log = tmp_path / "serve.log"
+    process = _start("serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log)
+    state = ["--state", str(tmp_path / "state")]
+    try:
+        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        asked = looping_cli("send", "--config", str(config), *state, "--tenant", "words", "ask")
+        assert asked.returncode == 0, asked.stderr
+        head, question = asked.stdout.splitlines()
+        assert head.startswith("TASK_STATE_INPUT_REQUIRED  task ")
+        assert question == "which one?"
+        task_id = head.split()[2]
+        answered = looping_cli(
+            "send", "--config", str(config), *state, "--tenant", "words",
+            "--task", task_id, "the blue one",
+        )  # fmt: skip
+    finally:
+        _stop(process)
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout.splitlines()[0].startswith(f"TASK_STATE_COMPLETED  task {task_id}")
+    assert "[echo] the blue one (after 2)" in answered.stdout.splitlines()
