@@ -21,10 +21,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from aiohttp import web
 from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ChatModel
-from looping_core.config import parse_config
+from looping_core.config import Config, parse_config
 from looping_core.gateway import SETTLED_STATES
 from looping_core.server import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
@@ -40,16 +41,23 @@ class AgentHarness:
 
     def __init__(
         self,
-        agent: str,
+        agent: str | None,
         *,
         tenant: str = "agent",
         model: ChatModel | Sequence[ChatModel] | None = None,
         plugins: Sequence[str] = (),
         config: str = "",
         store_url: str | None = None,
+        server: str = "",
+        gateway: FakeGateway | None = None,
+        gateway_origins: Sequence[str] | None = None,
+        signing_jwk: Mapping[str, Any] | None = None,
     ) -> None:
-        """`agent` is `"module:Class"`; `model` (or models, the first then its fallbacks)
-        replaces `[tenants.<tenant>.model]`; `plugins` are enabled for the tenant."""
+        """`agent` is `"module:Class"`, served as tenant `tenant` (`None`: the tenants are all
+        in `config`); `model` (or models, the first then its fallbacks) replaces
+        `[tenants.<tenant>.model]`; `plugins` are enabled; `config` adds TOML and `server` lines
+        of `[server]`. The harness starts its own `FakeGateway` unless given one, or given the
+        `gateway_origins` to trust instead (then it sends nothing itself)."""
         self.agent = agent
         self.tenant = tenant
         self.models: tuple[ChatModel, ...] = (
@@ -57,11 +65,29 @@ class AgentHarness:
         )
         self.plugins = tuple(plugins)
         self.extra = config
+        self.server_lines = server
         self.store_url = store_url
-        self.gateway = FakeGateway()
+        self._own_gateway = gateway is None and gateway_origins is None
+        self._gateway = FakeGateway() if self._own_gateway else gateway
+        self._origins = tuple(gateway_origins) if gateway_origins is not None else None
+        self.signing_jwk = dict(signing_jwk or ed25519_private_jwk("agent-key"))
         self.port = 0
+        self.config: Config | None = None
+        self.app: web.Application | None = None
         self._listener: Listener | None = None
         self._taken: set[int] = set()
+
+    @property
+    def gateway(self) -> FakeGateway:
+        if self._gateway is None:
+            raise RuntimeError("this harness trusts given gateway origins and has no gateway")
+        return self._gateway
+
+    @property
+    def listener(self) -> Listener:
+        if self._listener is None:
+            raise RuntimeError("the harness is not started")
+        return self._listener
 
     @property
     def base_url(self) -> str:
@@ -76,44 +102,51 @@ class AgentHarness:
         if store_url is None:
             folder = Path(tempfile.mkdtemp(prefix="looping-harness-"))
             store_url = f"sqlite:///{folder / 'looping.db'}"
-        plugins = json.dumps(list(self.plugins))
-        return f"""
+        origins = self._origins if self._origins is not None else (self.gateway.origin,)
+        text = f"""
 [server]
+host = "127.0.0.1"
 port = {self.port}
+{self.server_lines}
 [security]
 signing_key = "env:{_KEY_VARIABLE}"
-gateway_origins = ["{self.gateway.origin}"]
+gateway_origins = {json.dumps(list(origins))}
 [store]
 url = "{store_url}"
-[push]
-backoff_seconds = 0.05
-backoff_max_seconds = 0.2
-[plugins]
-enabled = {plugins}
+"""
+        if "[push]" not in self.extra:  # quick retries, unless the test sets its own
+            text += "[push]\nbackoff_seconds = 0.05\nbackoff_max_seconds = 0.2\n"
+        if self.plugins:
+            text += f"[plugins]\nenabled = {json.dumps(list(self.plugins))}\n"
+        if self.agent is not None:
+            text += f"""
 [tenants.{self.tenant}]
 agent = "{self.agent}"
 [tenants.{self.tenant}.card]
 name = "Agent under test"
 description = "The agent a test drives."
 skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"] }}]
-{self.extra}
 """
+        return text + self.extra
 
     async def start(self) -> None:
-        await self.gateway.start()
+        if self._own_gateway:
+            await self.gateway.start()
         self.port = unused_port()
-        config = parse_config(self._toml(), source="<harness>")
-        environ = {_KEY_VARIABLE: json.dumps(ed25519_private_jwk("agent-key"))}
+        self.config = parse_config(self._toml(), source="<harness>")
+        environ = {_KEY_VARIABLE: json.dumps(self.signing_jwk)}
         models = {self.tenant: self.models} if self.models else None
-        app = create_app(config, environ=environ, models=models)
-        self._listener = await listen(app, "127.0.0.1", self.port, shutdown_timeout=5)
-        self.gateway.agent_jwks_url = self.base_url + "/.well-known/jwks.json"
+        self.app = create_app(self.config, environ=environ, models=models)
+        self._listener = await listen(self.app, "127.0.0.1", self.port, shutdown_timeout=5)
+        if self._gateway is not None:
+            self._gateway.agent_jwks_url = self.base_url + "/.well-known/jwks.json"
 
     async def stop(self) -> None:
         if self._listener is not None:
             await self._listener.cleanup()
             self._listener = None
-        await self.gateway.stop()
+        if self._own_gateway:
+            await self.gateway.stop()
 
     async def __aenter__(self) -> Self:
         await self.start()

@@ -1,62 +1,37 @@
-"""A real agent server on 127.0.0.1 with two tenants (alice, bob), for the edge tests."""
+"""The edge tests' agent: their tenants served on 127.0.0.1 through the agent harness, and raw
+requests to it."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import json
-import tempfile
 from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import attrs
 from aiohttp import web
-from aiohttp.test_utils import unused_port
 
-from looping_core.config import Config, parse_config
-from looping_core.server import Listener, create_app, listen
-from looping_core.testing import FakeGateway, ed25519_private_jwk
+from looping_core.config import Config
+from looping_core.server import Listener
+from looping_core.testing import AgentHarness, FakeGateway, ed25519_private_jwk
 
-KEY_VARIABLE = "LPT_AGENT_SIGNING_KEY"
-
-
-def agent_config(
-    port: int, gateway_origins: list[str], store_url: str, extra: str = "", server: str = ""
-) -> Config:
-    origins = json.dumps(gateway_origins)
-    return parse_config(
-        f"""
-[server]
-host = "127.0.0.1"
-port = {port}
-public_url = "http://127.0.0.1:{port}"
-{server}
-
-[security]
-signing_key = "env:{KEY_VARIABLE}"
-gateway_origins = {origins}
-
-[store]
-url = "{store_url}"
-
-{extra}
-
+TENANTS = """
 [tenants.alice]
 agent = "a2a_agents:EchoAgent"
 [tenants.alice.card]
 name = "Alice"
 description = "Keeps Alice's notes."
 version = "1.2.0"
-skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }}]
+skills = [{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }]
 
 [tenants.bob]
 agent = "a2a_agents:HoldingAgent"
 [tenants.bob.card]
 name = "Bob"
 description = "Answers for Bob."
-skills = [{{ id = "answer", name = "Answer", description = "Answers.", tags = ["qa"] }}]
+skills = [{ id = "answer", name = "Answer", description = "Answers.", tags = ["qa"] }]
 
 [tenants.sdk]
 agent = "a2a_agents:EchoAgent"
@@ -65,10 +40,10 @@ max_wait_seconds = 10
 [tenants.sdk.card]
 name = "Configless"
 description = "Accepts clients without a push config."
-skills = [{{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }}]
-""",
-        source="agent-test.toml",
-    )
+skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }]
+"""
+"""The edge tests' tenants: alice (echoes, asks, refuses, raises), bob (holds turns until told),
+sdk (takes clients without a push config)."""
 
 
 @attrs.define
@@ -128,17 +103,24 @@ async def start_agent(
     server: str = "",
     signing_jwk: dict[str, Any] | None = None,
 ) -> tuple[RunningAgent, Listener]:
-    """Start the agent server; `store_url` picks the store (the same one again: a restart; by
-    default a new SQLite file), `extra` adds TOML, `server` adds lines to `[server]`."""
-    port = unused_port()
-    if store_url is None:
-        store_url = f"sqlite:///{Path(tempfile.mkdtemp(prefix='looping-test-')) / 'looping.db'}"
-    config = agent_config(port, gateway_origins, store_url, extra, server)
-    signing_jwk = signing_jwk or ed25519_private_jwk("agent-key-1")
-    app = create_app(config, environ={KEY_VARIABLE: json.dumps(signing_jwk)})
-    listener = await listen(app, "127.0.0.1", port, shutdown_timeout=5)  # as `looping serve`
-    session = aiohttp.ClientSession()
-    return RunningAgent(config, signing_jwk, session, app), listener
+    """Serve the edge tests' tenants through the agent harness, trusting `gateway_origins`;
+    `store_url` picks the store (the same one again: a restart; by default a new SQLite file),
+    `extra` adds TOML, `server` adds lines to `[server]`."""
+    harness = AgentHarness(
+        None,
+        config=extra + TENANTS,
+        server=server,
+        store_url=store_url,
+        gateway_origins=gateway_origins,
+        signing_jwk=signing_jwk or ed25519_private_jwk("agent-key-1"),
+    )
+    await harness.start()
+    assert harness.config is not None
+    assert harness.app is not None
+    running = RunningAgent(
+        harness.config, harness.signing_jwk, aiohttp.ClientSession(), harness.app
+    )
+    return running, harness.listener
 
 
 @contextlib.asynccontextmanager
