@@ -17,6 +17,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
+from looping_core.testing import config_toml, tenant_toml
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
@@ -24,23 +25,14 @@ KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
 
 def write_config(folder: Path, port: int, gateway_port: int, origins: str | None = None) -> Path:
     path = folder / "looping.toml"
-    origins = origins or f'["http://127.0.0.1:{gateway_port}"]'
     path.write_text(
-        f"""
-[server]
-port = {port}
-[security]
-signing_key = "env:LPT_SEND_KEY"
-gateway_origins = {origins}
-[store]
-url = "sqlite:///{folder / "looping.db"}"
-[tenants.words]
-agent = "looping_plugins_example.agent:WordCountAgent"
-[tenants.words.card]
-name = "Words"
-description = "Counts words."
-skills = [{{ id = "count", name = "Count", description = "Counts.", tags = ["count"] }}]
-"""
+        config_toml(
+            port=port,
+            gateway_origins=json.loads(origins or f'["http://127.0.0.1:{gateway_port}"]'),
+            signing_key_env="LPT_SEND_KEY",
+            store_url=f"sqlite:///{folder / 'looping.db'}",
+            extra=tenant_toml("words", "looping_plugins_example.agent:WordCountAgent"),
+        )
     )
     return path
 

@@ -16,6 +16,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import SigningKey, verify_card
+from looping_core.testing import config_toml, tenant_toml
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -37,23 +38,14 @@ def test_keys_quiet_prints_only_the_jwk(looping_cli: Cli) -> None:
 
 def write_config(path: Path, port: int, plugins: str = "", event_loop: str = "auto") -> str:
     path.write_text(
-        f"""
-[server]
-port = {port}
-event_loop = "{event_loop}"
-[security]
-signing_key = "env:LPT_SERVE_KEY"
-gateway_origins = ["http://127.0.0.1:9"]
-[store]
-url = "sqlite:///{path.parent / "looping.db"}"
-{plugins}
-[tenants.alice]
-agent = "looping_plugins_example.agent:WordCountAgent"
-[tenants.alice.card]
-name = "Alice"
-description = "Alice's agent."
-skills = [{{ id = "s", name = "S", description = "Does S.", tags = ["s"] }}]
-"""
+        config_toml(
+            port=port,
+            gateway_origins=["http://127.0.0.1:9"],
+            signing_key_env="LPT_SERVE_KEY",
+            store_url=f"sqlite:///{path.parent / 'looping.db'}",
+            server=f'event_loop = "{event_loop}"',
+            extra=plugins + tenant_toml("alice", "looping_plugins_example.agent:WordCountAgent"),
+        )
     )
     return str(path)
 

@@ -21,7 +21,7 @@ fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 
 from looping_core.testing._cassettes import cassette
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
-from looping_core.testing._harness import AgentHarness
+from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
 from looping_core.testing._models import FakeModelServer, Reply, ScriptedModel
 from looping_core.testing._sessions import MemorySession
@@ -37,8 +37,10 @@ __all__ = [
     "ScriptedModel",
     "assert_plugin_valid",
     "cassette",
+    "config_toml",
     "ed25519_private_jwk",
     "make_gateway_token",
     "plugin_problems",
     "public_jwk_of",
+    "tenant_toml",
 ]

@@ -31,9 +31,49 @@ from looping_core.server import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk
 
-__all__ = ["AgentHarness"]
+__all__ = ["AgentHarness", "config_toml", "tenant_toml"]
 
 _KEY_VARIABLE = "LOOPING_HARNESS_SIGNING_KEY"
+
+
+def config_toml(
+    *,
+    port: int,
+    gateway_origins: Sequence[str],
+    signing_key_env: str,
+    store_url: str,
+    server: str = "",
+    extra: str = "",
+) -> str:
+    """A whole `looping.toml` for an agent under test on 127.0.0.1:`port`: the server (plus
+    `server` lines), the trusted gateways, the key's environment variable, the store, then
+    `extra` (tenants, plugins, runner and push settings). What the harness serves in-process,
+    and what tests that run `looping serve` as a process write to a file."""
+    return f"""
+[server]
+host = "127.0.0.1"
+port = {port}
+{server}
+[security]
+signing_key = "env:{signing_key_env}"
+gateway_origins = {json.dumps(list(gateway_origins))}
+[store]
+url = "{store_url}"
+{extra}"""
+
+
+def tenant_toml(tenant: str, agent: str, settings: str = "") -> str:
+    """A `[tenants.<tenant>]` table serving `agent` (`"module:Class"`) with a test card;
+    `settings` adds keys to the table."""
+    return f"""
+[tenants.{tenant}]
+agent = "{agent}"
+{settings}
+[tenants.{tenant}.card]
+name = "Agent under test"
+description = "The agent a test drives."
+skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"] }}]
+"""
 
 
 class AgentHarness:
@@ -103,31 +143,21 @@ class AgentHarness:
             folder = Path(tempfile.mkdtemp(prefix="looping-harness-"))
             store_url = f"sqlite:///{folder / 'looping.db'}"
         origins = self._origins if self._origins is not None else (self.gateway.origin,)
-        text = f"""
-[server]
-host = "127.0.0.1"
-port = {self.port}
-{self.server_lines}
-[security]
-signing_key = "env:{_KEY_VARIABLE}"
-gateway_origins = {json.dumps(list(origins))}
-[store]
-url = "{store_url}"
-"""
+        extra = ""
         if "[push]" not in self.extra:  # quick retries, unless the test sets its own
-            text += "[push]\nbackoff_seconds = 0.05\nbackoff_max_seconds = 0.2\n"
+            extra += "[push]\nbackoff_seconds = 0.05\nbackoff_max_seconds = 0.2\n"
         if self.plugins:
-            text += f"[plugins]\nenabled = {json.dumps(list(self.plugins))}\n"
+            extra += f"[plugins]\nenabled = {json.dumps(list(self.plugins))}\n"
         if self.agent is not None:
-            text += f"""
-[tenants.{self.tenant}]
-agent = "{self.agent}"
-[tenants.{self.tenant}.card]
-name = "Agent under test"
-description = "The agent a test drives."
-skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"] }}]
-"""
-        return text + self.extra
+            extra += tenant_toml(self.tenant, self.agent)
+        return config_toml(
+            port=self.port,
+            gateway_origins=origins,
+            signing_key_env=_KEY_VARIABLE,
+            store_url=store_url,
+            server=self.server_lines,
+            extra=extra + self.extra,
+        )
 
     async def start(self) -> None:
         if self._own_gateway:

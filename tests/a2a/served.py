@@ -11,7 +11,7 @@ from pathlib import Path
 
 import aiohttp
 
-from looping_core.testing import FakeGateway
+from looping_core.testing import FakeGateway, config_toml, tenant_toml
 
 HERE = Path(__file__).parent
 KEY_VARIABLE = "LPT_SERVED_KEY"
@@ -27,32 +27,23 @@ def write_config(
     event_loop: str = "auto",
 ) -> Path:
     """A config for tenant `bob`, served by a HoldingAgent, storing next to `path`."""
-    path.write_text(
-        f"""
-[server]
-port = {port}
-workers = {workers}
-event_loop = "{event_loop}"
-[security]
-signing_key = "env:{KEY_VARIABLE}"
-gateway_origins = ["{gateway.origin}"]
-[store]
-url = "sqlite:///{path.parent / "looping.db"}"
+    extra = f"""
 [runner]
 on_restart = "{on_restart}"
 restart_message = "Restarted; please send the request again."
 [push]
 backoff_seconds = 0.05
 backoff_max_seconds = 0.2
-[tenants.bob]
-agent = "a2a_agents:HoldingAgent"
-allow_configless = true
-max_wait_seconds = 2
-[tenants.bob.card]
-name = "Bob"
-description = "Holds turns until told."
-skills = [{{ id = "hold", name = "Hold", description = "Holds.", tags = ["hold"] }}]
-"""
+""" + tenant_toml("bob", "a2a_agents:HoldingAgent", "allow_configless = true\nmax_wait_seconds = 2")
+    path.write_text(
+        config_toml(
+            port=port,
+            gateway_origins=[gateway.origin],
+            signing_key_env=KEY_VARIABLE,
+            store_url=f"sqlite:///{path.parent / 'looping.db'}",
+            server=f'workers = {workers}\nevent_loop = "{event_loop}"',
+            extra=extra,
+        )
     )
     return path
 
