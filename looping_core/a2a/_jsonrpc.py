@@ -23,7 +23,15 @@ from looping_core.a2a._errors import (
 from looping_core.a2a._grammar import MAX_SAFE_INTEGER, is_well_formed, json_problem
 from looping_core.a2a._protojson import WireError, from_wire
 
-__all__ = ["Method", "RpcCall", "RpcId", "parse_envelope", "parse_params", "response"]
+__all__ = [
+    "Method",
+    "RpcCall",
+    "RpcId",
+    "method_not_found",
+    "parse_envelope",
+    "parse_params",
+    "response",
+]
 
 RpcId = str | int | None
 
@@ -69,8 +77,10 @@ class EnvelopeError(Exception):
         super().__init__(str(error))
 
 
-def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall, Method]:
-    """Parse and check a JSON-RPC request against the method table."""
+def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall, Method | None]:
+    """Parse and check a JSON-RPC request; its method from the table, or `None` for a name the
+    table lacks (the caller answers `method_not_found` once it has authenticated the request:
+    an unauthenticated caller learns nothing, not even which methods exist)."""
     try:
         document = json.loads(body, parse_constant=_refuse_constant)
     except RecursionError:
@@ -112,15 +122,17 @@ def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall,
             ),
             request_id,
         )
-    method = methods.get(method_name)
-    if method is None:
-        hint = (
-            " (that is an A2A 0.3 name; A2A 1.0 methods are PascalCase, e.g. SendMessage)"
-            if method_name in V03_METHODS
-            else ""
-        )
-        raise EnvelopeError(MethodNotFound(f"Method not found: {method_name}{hint}"), request_id)
-    return RpcCall(id=request_id, method=method_name, params=params), method
+    return RpcCall(id=request_id, method=method_name, params=params), methods.get(method_name)
+
+
+def method_not_found(name: str) -> MethodNotFound:
+    """The error for a method the table lacks, with a hint for A2A 0.3 names."""
+    hint = (
+        " (that is an A2A 0.3 name; A2A 1.0 methods are PascalCase, e.g. SendMessage)"
+        if name in V03_METHODS
+        else ""
+    )
+    return MethodNotFound(f"Method not found: {name}{hint}")
 
 
 class _NotJson(ValueError):

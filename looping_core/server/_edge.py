@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import email.utils
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -41,11 +44,13 @@ from looping_core.a2a._errors import (
     error_object,
     spec_of,
 )
+from looping_core.a2a._jose import read_unverified
 from looping_core.a2a._jsonrpc import (
     EnvelopeError,
     Method,
     RpcCall,
     RpcId,
+    method_not_found,
     parse_envelope,
     parse_params,
     response,
@@ -76,6 +81,15 @@ class Edge:
     stub: SignedCard
     tenant_cards: Mapping[str, SignedCard]
     policy: TokenPolicy
+    modified: datetime.datetime = attrs.field(
+        factory=lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    )
+    """When what the edge serves last changed: the config file's time (the same for every
+    worker), for `Last-Modified`."""
+
+    @property
+    def jwks_etag(self) -> str:
+        return '"' + hashlib.sha256(self.jwks_body).hexdigest()[:32] + '"'
 
 
 @attrs.frozen
@@ -86,6 +100,15 @@ class CallContext:
     identity: Identity
 
 
+def _config_time(config: Config) -> datetime.datetime:
+    """The config file's modification time (whole seconds, UTC), or now without a file."""
+    try:
+        stamp = Path(config.source).stat().st_mtime
+    except OSError:
+        return datetime.datetime.now(datetime.UTC).replace(microsecond=0)
+    return datetime.datetime.fromtimestamp(int(stamp), datetime.UTC)
+
+
 def build_edge(
     config: Config, environ: Mapping[str, str] | None = None, today: datetime.date | None = None
 ) -> Edge:
@@ -94,6 +117,7 @@ def build_edge(
     day = today or datetime.datetime.now(datetime.UTC).date()
     jwks_url = config.server.base_url + JWKS_PATH
     return Edge(
+        modified=_config_time(config),
         config=config,
         signing_key=key,
         jwks_body=json.dumps(jwks_document(key, config.security.retired_keys, day)).encode(),
@@ -111,19 +135,44 @@ def build_edge(
 
 
 async def handle_jwks(request: web.Request) -> web.Response:
-    return web.Response(
-        body=request.app[SERVICES].edge.jwks_body,
-        content_type="application/json",
-        headers={"Cache-Control": CACHE_CONTROL},
-    )
+    edge = request.app[SERVICES].edge
+    return _cached(request, edge.jwks_body, edge.jwks_etag, edge.modified)
 
 
 async def handle_agent_card(request: web.Request) -> web.Response:
-    stub = request.app[SERVICES].edge.stub
-    headers = {"ETag": stub.etag, "Cache-Control": CACHE_CONTROL}
-    if stub.etag in _etags(request.headers.get("If-None-Match", "")):
+    edge = request.app[SERVICES].edge
+    return _cached(request, edge.stub.body, edge.stub.etag, edge.modified)
+
+
+def _cached(
+    request: web.Request, body: bytes, etag: str, modified: datetime.datetime
+) -> web.Response:
+    """`body` with its validators (`ETag`, `Last-Modified`); 304 when the client's copy is
+    current (`If-None-Match` decides when sent, else `If-Modified-Since`)."""
+    headers = {
+        "ETag": etag,
+        "Last-Modified": email.utils.format_datetime(modified, usegmt=True),
+        "Cache-Control": CACHE_CONTROL,
+    }
+    matches = request.headers.get("If-None-Match")
+    if matches is not None:
+        if etag in _etags(matches):
+            return web.Response(status=304, headers=headers)
+    elif _not_modified_since(request.headers.get("If-Modified-Since"), modified):
         return web.Response(status=304, headers=headers)
-    return web.Response(body=stub.body, content_type="application/json", headers=headers)
+    return web.Response(body=body, content_type="application/json", headers=headers)
+
+
+def _not_modified_since(header: str | None, modified: datetime.datetime) -> bool:
+    if not header:
+        return False
+    try:
+        since = email.utils.parsedate_to_datetime(header)
+    except (TypeError, ValueError):
+        return False  # an unreadable date is ignored, as RFC 9110 says
+    if since.tzinfo is None:
+        return False
+    return modified <= since
 
 
 def _etags(header: str) -> set[str]:
@@ -157,7 +206,7 @@ class _ClientGone(Exception):
     """The client closed the connection before its body arrived: a client event, no error."""
 
 
-async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall, Method]:
+async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall, Method | None]:
     if request.content_type not in _JSON_TYPES:
         raise UnsupportedMediaType()
     server = services.edge.config.server
@@ -179,16 +228,23 @@ async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall,
     return parse_envelope(body, services.methods)
 
 
-async def _dispatch(request: web.Request, services: Services, call: RpcCall, method: Method) -> Any:
+async def _dispatch(
+    request: web.Request, services: Services, call: RpcCall, method: Method | None
+) -> Any:
+    """Authenticate first (§7.4: nothing of the request is looked at before the token is
+    verified, beyond the envelope), then the version, the tenant, the method and its params."""
     edge = services.edge
-    _check_version(request)
     tenant = call.params.get("tenant")
-    if not isinstance(tenant, str) or not tenant:
+    named = isinstance(tenant, str) and bool(tenant)
+    identity = await _authenticate(request, services, tenant if named else None)
+    _check_version(request)
+    if not named:
         raise InvalidParams(
             "params.tenant is required: this endpoint serves several agents and has no default",
             violations=[("params.tenant", "required field missing")],
         )
-    identity = await _authenticate(request, services, tenant)
+    if method is None:
+        raise method_not_found(call.method)
     if tenant not in edge.tenant_cards:
         raise InvalidParams(
             "params.tenant: no such agent here",
@@ -209,7 +265,10 @@ def _check_version(request: web.Request) -> None:
         )
 
 
-async def _authenticate(request: web.Request, services: Services, tenant: str) -> Identity:
+async def _authenticate(request: web.Request, services: Services, tenant: str | None) -> Identity:
+    """The verified caller. Without a `tenant` in the request, every check but the tenant's is
+    made (against the tenant the token names), so the request is still refused or authenticated
+    before anything else is answered."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
@@ -219,7 +278,10 @@ async def _authenticate(request: web.Request, services: Services, tenant: str) -
         )
     try:
         return await verify_gateway_token(
-            token.strip(), tenant=tenant, policy=services.edge.policy, jwks=services.jwks
+            token.strip(),
+            tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
+            policy=services.edge.policy,
+            jwks=services.jwks,
         )
     except TokenRejected as exc:
         _log.warning(
@@ -232,6 +294,16 @@ async def _authenticate(request: web.Request, services: Services, tenant: str) -
         raise Unauthenticated(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None
+
+
+def _claimed_tenant(token: str) -> str:
+    """The tenant a token claims, unverified (the verification that follows checks it)."""
+    try:
+        _, claims = read_unverified(token)
+    except ValueError:
+        return ""  # malformed: the verification names it
+    tenant = claims.get("tenant")
+    return tenant if isinstance(tenant, str) else ""
 
 
 _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = {

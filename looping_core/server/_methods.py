@@ -14,7 +14,7 @@ import attrs
 import rfc8785
 
 from looping_core.a2a import part_to_block, to_wire
-from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams
+from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams, UnsupportedOperation
 from looping_core.a2a._gateway_token import origin_of
 from looping_core.a2a._grammar import id_problem, push_target_problems
 from looping_core.a2a._jsonrpc import Method
@@ -225,6 +225,15 @@ async def delete_push_config(
     return {}
 
 
+async def unsupported_streaming(context: CallContext, params: Any) -> Any:
+    """`SendStreamingMessage` and `SubscribeToTask` while the card says `streaming: false`:
+    UnsupportedOperation, as §3.3.4 requires (not "method not found")."""
+    raise UnsupportedOperation(
+        "Streaming is not supported by this agent (its card says capabilities.streaming: "
+        "false); use SendMessage with a push notification config, or GetTask"
+    )
+
+
 METHODS: Mapping[str, Method] = {
     "GetExtendedAgentCard": Method(GetExtendedAgentCardRequest, get_extended_agent_card),
     "SendMessage": Method(SendMessageRequest, send_message),
@@ -239,4 +248,7 @@ METHODS: Mapping[str, Method] = {
     "DeleteTaskPushNotificationConfig": Method(
         DeleteTaskPushNotificationConfigRequest, delete_push_config
     ),
+    # Their params are checked as the methods' own would be, then refused.
+    "SendStreamingMessage": Method(SendMessageRequest, unsupported_streaming),
+    "SubscribeToTask": Method(GetTaskRequest, unsupported_streaming),
 }

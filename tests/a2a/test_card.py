@@ -174,7 +174,10 @@ async def test_extended_card_requires_a_tenant(agent: RunningAgent, gateway: Fak
         assert body["error"]["data"][1]["fieldViolations"] == [
             {"field": "params.tenant", "description": "required field missing"}
         ]
-    assert gateway.jwks_fetches == 0  # refused before the token was even looked at
+    # Authenticated first (its token verified against the tenant it names), then told.
+    assert gateway.jwks_fetches == 1
+    status, _, body = await agent.rpc("GetExtendedAgentCard", {})
+    assert status == 401  # without a token, the missing tenant is not even looked at
 
 
 async def test_an_unknown_tenant_reveals_nothing_to_an_unauthenticated_caller(
@@ -195,3 +198,22 @@ async def test_an_unknown_tenant_with_a_valid_token_is_refused(
     assert body["error"]["code"] == -32602
     assert "alice" not in json.dumps(body)
     assert "bob" not in json.dumps(body)
+
+
+@pytest.mark.parametrize("path", ["/.well-known/agent-card.json", "/.well-known/jwks.json"])
+async def test_card_and_key_set_carry_validators_and_answer_304(
+    agent: RunningAgent, path: str
+) -> None:
+    async with agent.session.get(agent.base_url + path) as response:
+        assert response.status == 200
+        etag, modified = response.headers["ETag"], response.headers["Last-Modified"]
+    assert modified.endswith(" GMT")
+    for headers in ({"If-None-Match": etag}, {"If-Modified-Since": modified}):
+        async with agent.session.get(agent.base_url + path, headers=headers) as response:
+            assert response.status == 304, headers
+            assert await response.read() == b""
+    stale = {"If-None-Match": '"other"', "If-Modified-Since": modified}  # the ETag decides
+    old = {"If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT"}
+    for headers in (stale, old, {"If-Modified-Since": "garbage"}):
+        async with agent.session.get(agent.base_url + path, headers=headers) as response:
+            assert response.status == 200, headers

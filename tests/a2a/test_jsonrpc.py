@@ -73,17 +73,51 @@ async def test_the_request_id_is_echoed_when_it_could_be_read(agent: RunningAgen
 
 
 @pytest.mark.parametrize("method", ["SendMesage", "getExtendedAgentCard", "Nope"])
-async def test_unknown_method(agent: RunningAgent, method: str) -> None:
-    _, _, body = await agent.rpc(method, {"tenant": "alice"})
+async def test_unknown_method(agent: RunningAgent, gateway: FakeGateway, method: str) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    _, _, body = await agent.rpc(method, {"tenant": "alice"}, token=token)
     assert (
         assert_error(body, -32601, "METHOD_NOT_FOUND")["message"] == f"Method not found: {method}"
     )
 
 
-async def test_v03_method_names_are_unknown_with_a_hint(agent: RunningAgent) -> None:
-    _, _, body = await agent.rpc("message/send", {"tenant": "alice"})
+@pytest.mark.parametrize("method", ["Nope", "GetTask", "tasks/get"])
+async def test_without_a_token_nothing_is_looked_at_not_even_the_method(
+    agent: RunningAgent, method: str
+) -> None:
+    """§7.4: every request is authenticated first; an unknown and a known method are refused
+    alike, so an unauthenticated caller learns nothing of the method table."""
+    status, headers, body = await agent.rpc(method, {"tenant": "alice", "id": "x"})
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith("Bearer")
+    error = assert_error(body, -32000, "UNAUTHENTICATED")
+    assert method not in error["message"]  # nothing said of the method
+
+
+async def test_v03_method_names_are_unknown_with_a_hint(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    _, _, body = await agent.rpc("message/send", {"tenant": "alice"}, token=token)
     error = assert_error(body, -32601, "METHOD_NOT_FOUND")
     assert "A2A 0.3 name" in error["message"]
+
+
+@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
+async def test_streaming_methods_are_unsupported_while_the_card_says_so(
+    agent: RunningAgent, gateway: FakeGateway, method: str
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    params = {
+        "SendStreamingMessage": {
+            "tenant": "alice",
+            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
+        },
+        "SubscribeToTask": {"tenant": "alice", "id": "some-task"},
+    }[method]
+    _, _, body = await agent.rpc(method, params, token=token)
+    error = assert_error(body, -32004, "UNSUPPORTED_OPERATION")
+    assert "streaming" in error["message"].lower()
 
 
 async def test_params_must_be_an_object(agent: RunningAgent) -> None:
@@ -94,21 +128,30 @@ async def test_params_must_be_an_object(agent: RunningAgent) -> None:
     ]
 
 
-async def test_tenant_of_the_wrong_type(agent: RunningAgent) -> None:
-    _, _, body = await agent.rpc("GetExtendedAgentCard", {"tenant": 5})
+async def test_tenant_of_the_wrong_type(agent: RunningAgent, gateway: FakeGateway) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    _, _, body = await agent.rpc("GetExtendedAgentCard", {"tenant": 5}, token=token)
     error = assert_error(body, -32602, "INVALID_PARAMS")
     assert error["data"][1]["fieldViolations"][0]["field"] == "params.tenant"
 
 
-async def test_missing_version_means_0_3_and_is_refused(agent: RunningAgent) -> None:
-    status, _, body = await agent.rpc("GetExtendedAgentCard", {"tenant": "alice"}, version=None)
+async def test_missing_version_means_0_3_and_is_refused(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    status, _, body = await agent.rpc(
+        "GetExtendedAgentCard", {"tenant": "alice"}, version=None, token=token
+    )
     assert status == 200
     error = assert_error(body, -32009, "VERSION_NOT_SUPPORTED")
     assert error["message"].startswith("A2A version '0.3' is not supported")
 
 
-async def test_unsupported_major_version(agent: RunningAgent) -> None:
-    _, _, body = await agent.rpc("GetExtendedAgentCard", {"tenant": "alice"}, version="2.0")
+async def test_unsupported_major_version(agent: RunningAgent, gateway: FakeGateway) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    _, _, body = await agent.rpc(
+        "GetExtendedAgentCard", {"tenant": "alice"}, version="2.0", token=token
+    )
     assert_error(body, -32009, "VERSION_NOT_SUPPORTED")
 
 
@@ -187,3 +230,15 @@ async def test_a_failing_handler_is_an_internal_error_without_details(
     assert "RuntimeError: secret internals" in caplog.text
     _, _, refused = await agent.rpc("Refuse", {"tenant": "alice"}, token=token)
     assert assert_error(refused, -32602, "INVALID_PARAMS")["message"] == "no"
+
+
+@pytest.mark.parametrize(
+    "method", ["GetTaskPushNotificationConfig", "DeleteTaskPushNotificationConfig"]
+)
+async def test_a_push_config_of_an_unknown_task_is_task_not_found(
+    agent: RunningAgent, gateway: FakeGateway, method: str
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint)
+    params = {"tenant": "alice", "taskId": "no-such-task", "id": "cfg"}
+    _, _, body = await agent.rpc(method, params, token=token)
+    assert_error(body, -32001, "TASK_NOT_FOUND")
