@@ -111,3 +111,40 @@ def has_exited(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return "\nState:\tZ" in status
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """The socket inodes listening on `port` (IPv4 and IPv6), from /proc/net."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                inodes.add(inode)
+    return inodes
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` holds a socket listening on `port`."""
+    wanted = _listening_inodes(port)
+    try:
+        links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+    except (FileNotFoundError, PermissionError):
+        return False
+    return any(link.startswith("socket:[") and link[8:-1] in wanted for link in links)
+
+
+async def wait_until_all_listen(process: subprocess.Popen[bytes], port: int, count: int) -> None:
+    """Wait until `count` workers of the supervisor `process` listen on `port` (the kernel only
+    spreads connections over sockets that exist)."""
+    for _ in range(500):
+        workers = children(process)
+        if len(workers) == count and all(listens(pid, port) for pid in workers):
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"not all {count} workers listen on {port}")

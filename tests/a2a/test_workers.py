@@ -20,7 +20,16 @@ from aiohttp.test_utils import unused_port
 from looping_core.server._serving import RESTART_LIMIT
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from served import children, has_exited, log_of, serve, start, wait_for, write_config
+from served import (
+    children,
+    has_exited,
+    log_of,
+    serve,
+    start,
+    wait_for,
+    wait_until_all_listen,
+    write_config,
+)
 
 KEY = ed25519_private_jwk("agent-key-1")
 
@@ -70,7 +79,7 @@ async def test_two_workers_share_the_port_and_each_delivers_what_it_ran(
     released.touch()
     server = await serve(config, port, KEY)
     try:
-        assert len(children(server)) == 2
+        await wait_until_all_listen(server, port, 2)
         task_ids = await send_turns(
             gateway, f"http://127.0.0.1:{port}/a2a", [f"file:{released}"] * 40
         )
