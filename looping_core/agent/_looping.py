@@ -133,7 +133,7 @@ class LoopingAgent(Agent):
         own = None if context.models else self._config.model
         self._context_window = (
             context.context_window
-            or (_smallest_window(own) if own else None)
+            or (own.smallest_context_window if own else None)
             or self._config.context_window
         )
         wanted = self.agent_plugins()
@@ -332,8 +332,3 @@ def _failure(error: ModelError) -> str:
     if isinstance(error, ContextTooLong):
         return "CONTEXT_TOO_LONG"
     return "MODEL_ERROR"
-
-
-def _smallest_window(model: TenantModelConfig) -> int | None:
-    windows = [c.context_window for c in (model, *model.fallback) if c.context_window]
-    return min(windows, default=None)

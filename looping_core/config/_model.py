@@ -155,6 +155,13 @@ class TenantModelConfig(ModelChoice):
 
     fallback: tuple[ModelChoice, ...] = ()
 
+    @property
+    def smallest_context_window(self) -> int | None:
+        """The smallest window the model and its fallbacks declare: a request must fit whichever
+        of them serves it (`None` when none declares one)."""
+        windows = [c.context_window for c in (self, *self.fallback) if c.context_window]
+        return min(windows, default=None)
+
 
 @attrs.frozen
 class LoopSettings:

@@ -25,7 +25,7 @@ from looping_core.gateway._gateway import (
     ReceivedPush,
     user_message,
 )
-from looping_core.gateway._local import LocalServer
+from looping_core.gateway._local import LocalServer, Startable
 from looping_core.gateway._state import default_state_folder, gateway_key
 from looping_core.gateway._tokens import mint_token
 
@@ -37,6 +37,7 @@ __all__ = [
     "LocalGateway",
     "LocalServer",
     "ReceivedPush",
+    "Startable",
     "Target",
     "call_agent",
     "default_state_folder",

@@ -10,10 +10,32 @@ from typing import Self
 
 from aiohttp import web
 
-__all__ = ["LocalServer"]
+__all__ = ["LocalServer", "Startable"]
 
 
-class LocalServer(abc.ABC):
+class Startable(abc.ABC):
+    """Something started and stopped by hand, or as an async context manager."""
+
+    @abc.abstractmethod
+    async def start(self) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+
+class LocalServer(Startable):
     """A real HTTP server on `host` (127.0.0.1 by default) with the routes `_routes` adds."""
 
     host = "127.0.0.1"
@@ -44,15 +66,3 @@ class LocalServer(abc.ABC):
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()

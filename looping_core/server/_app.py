@@ -29,7 +29,7 @@ from looping_core.agent import (
     chat_models,
     load_agent_class,
 )
-from looping_core.config import Config, TenantModelConfig
+from looping_core.config import Config
 from looping_core.contract import ModelProvider, PluginStore
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner, PushDeliverer
@@ -132,21 +132,13 @@ def build_agents(
                 tenant=tenant_id,
                 plugins=tenant_plugins[tenant_id],
                 models=given.get(tenant_id, configured[tenant_id]),
-                context_window=_context_window(tenant.model),
+                context_window=tenant.model.smallest_context_window if tenant.model else None,
                 loop=tenant.loop,
                 model_providers=providers[tenant_id],
             )
         )
         for tenant_id, tenant in config.tenants.items()
     }
-
-
-def _context_window(model: TenantModelConfig | None) -> int | None:
-    """The smallest window the tenant's models declare: a request must fit whichever serves."""
-    if model is None:
-        return None
-    windows = [c.context_window for c in (model, *model.fallback) if c.context_window]
-    return min(windows, default=None)
 
 
 def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHost]:

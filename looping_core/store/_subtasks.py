@@ -19,10 +19,14 @@ from looping_core.store._rows import StoreBase
 
 __all__ = ["SubtaskStore"]
 
-_COLUMNS = (
-    "task_id, subtask_id, type_key, params, depends_on, round, state, result, reason, attempts,"
-    " fingerprint, wave, usage, created_ts, started_ts, ended_ts"
-)
+_PLAN = ("task_id", "subtask_id", "type_key", "params", "depends_on", "round", "created_ts")
+"""What a plan sets once."""
+_PROGRESS = (
+    "state", "result", "reason", "attempts", "fingerprint", "wave", "usage", "started_ts",
+    "ended_ts",
+)  # fmt: skip
+"""What running the subtask changes."""
+_COLUMNS = ", ".join(_PLAN + _PROGRESS)
 
 
 def _json(value: Any) -> str | None:
@@ -45,10 +49,10 @@ class SubtaskStore(StoreBase):
                 (last,) = self._sql(
                     "SELECT MAX(seq) FROM subtasks WHERE task_id = ?", (subtask.task_id,)
                 ).fetchone()
+                marks = ", ".join("?" * (len(_PLAN) + len(_PROGRESS) + 1))
                 self._sql(
-                    f"INSERT INTO subtasks ({_COLUMNS}, seq) VALUES"
-                    " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (*_values(subtask), 0 if last is None else int(last) + 1),
+                    f"INSERT INTO subtasks ({_COLUMNS}, seq) VALUES ({marks})",
+                    (*_plan(subtask), *_progress(subtask), 0 if last is None else int(last) + 1),
                 )
 
     async def subtasks(self, task_id: str) -> list[SubtaskRecord]:
@@ -67,29 +71,17 @@ class SubtaskStore(StoreBase):
 
         def write() -> None:
             with self._db.write():
+                assignments = ", ".join(f"{column} = ?" for column in _PROGRESS)
                 self._sql(
-                    "UPDATE subtasks SET state = ?, result = ?, reason = ?, attempts = ?,"
-                    " fingerprint = ?, wave = ?, usage = ?, started_ts = ?, ended_ts = ?"
-                    " WHERE task_id = ? AND subtask_id = ?",
-                    (
-                        subtask.state,
-                        _json(subtask.result),
-                        subtask.reason,
-                        subtask.attempts,
-                        subtask.fingerprint,
-                        subtask.wave,
-                        _json(None if subtask.usage is None else dict(subtask.usage)),
-                        subtask.started_us,
-                        subtask.ended_us,
-                        subtask.task_id,
-                        subtask.subtask_id,
-                    ),
+                    f"UPDATE subtasks SET {assignments} WHERE task_id = ? AND subtask_id = ?",
+                    (*_progress(subtask), subtask.task_id, subtask.subtask_id),
                 )
 
         await self._db.run(write)
 
 
-def _values(subtask: SubtaskRecord) -> tuple[Any, ...]:
+def _plan(subtask: SubtaskRecord) -> tuple[Any, ...]:
+    """The `_PLAN` columns' values."""
     return (
         subtask.task_id,
         subtask.subtask_id,
@@ -97,6 +89,13 @@ def _values(subtask: SubtaskRecord) -> tuple[Any, ...]:
         _json(dict(subtask.params)),
         _json(list(subtask.depends_on)),
         subtask.round,
+        subtask.created_us,
+    )
+
+
+def _progress(subtask: SubtaskRecord) -> tuple[Any, ...]:
+    """The `_PROGRESS` columns' values."""
+    return (
         subtask.state,
         _json(subtask.result),
         subtask.reason,
@@ -104,15 +103,14 @@ def _values(subtask: SubtaskRecord) -> tuple[Any, ...]:
         subtask.fingerprint,
         subtask.wave,
         _json(None if subtask.usage is None else dict(subtask.usage)),
-        subtask.created_us,
         subtask.started_us,
         subtask.ended_us,
     )
 
 
 def _record(row: tuple[Any, ...]) -> SubtaskRecord:
-    (task_id, subtask_id, type_key, params, depends_on, round_, state, result, reason, attempts,
-     fingerprint, wave, usage, created, started, ended) = row  # fmt: skip
+    (task_id, subtask_id, type_key, params, depends_on, round_, created, state, result, reason,
+     attempts, fingerprint, wave, usage, started, ended) = row  # fmt: skip
     return SubtaskRecord(
         task_id=task_id,
         subtask_id=subtask_id,

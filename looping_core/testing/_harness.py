@@ -18,15 +18,14 @@ import json
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ChatModel
 from looping_core.config import Config, parse_config
-from looping_core.gateway import SETTLED_STATES
+from looping_core.gateway import SETTLED_STATES, Startable
 from looping_core.server import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk
@@ -76,7 +75,7 @@ skills = [{{ id = "test", name = "Test", description = "Tested.", tags = ["test"
 """
 
 
-class AgentHarness:
+class AgentHarness(Startable):
     """One agent (tenant `tenant`) served on 127.0.0.1 behind a `FakeGateway`."""
 
     def __init__(
@@ -177,18 +176,6 @@ class AgentHarness:
             self._listener = None
         if self._own_gateway:
             await self.gateway.stop()
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
 
     async def send(self, text: str, **kwargs: Any) -> dict[str, Any]:
         """Send a turn as the gateway does; the accepted task. Keyword arguments go to

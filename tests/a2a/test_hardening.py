@@ -371,6 +371,8 @@ async def test_malformed_values_are_client_errors(
         ({"message__messageId": ""}, -32602, "params.message.messageId"),
         ({"message__contextId": "c\udc00"}, -32602, "params.message.contextId"),
         ({"message__contextId": "c\n"}, -32602, "params.message.contextId"),
+        # Subagent sessions join contextId, task and scope with U+001F: no caller's may hold it.
+        ({"message__contextId": "c\x1ftask\x1fa@x"}, -32602, "params.message.contextId"),
         (
             {"message__referenceTaskIds": ["ok", "\x7f"]},
             -32602,
