@@ -39,7 +39,6 @@ from looping_core.a2a._models import (
     TaskStatus,
 )
 from looping_core.a2a._parts import (
-    UnsupportedPart,
     block_to_part,
     blocks_to_parts,
     part_to_block,
@@ -85,7 +84,6 @@ __all__ = [
     "TaskStatus",
     "TokenPolicy",
     "TokenRejected",
-    "UnsupportedPart",
     "WireError",
     "block_to_part",
     "blocks_to_parts",

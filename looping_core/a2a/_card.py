@@ -54,7 +54,6 @@ __all__ = [
 ]
 
 GATEWAY_SCHEME = "gatewayToken"
-_MODES = ("text/plain", "application/json")
 
 
 class CardSignatureError(LoopingError):
@@ -111,8 +110,8 @@ def _card(card: CardConfig, interface: AgentInterface, skills: tuple[AgentSkill,
         capabilities=AgentCapabilities(
             streaming=False, push_notifications=True, extended_agent_card=True
         ),
-        default_input_modes=_MODES,
-        default_output_modes=_MODES,
+        default_input_modes=card.input_modes,
+        default_output_modes=card.output_modes,
         skills=skills,
         security_schemes=schemes,
         security_requirements=requirements,

@@ -3,27 +3,27 @@
 | block | part |
 |---|---|
 | text | `text` |
-| image / audio with a URL | `url` + `mediaType` |
-| image / audio with bytes | `raw` + `mediaType` |
+| image / audio with a URL | `url` + `mediaType` (+ `filename` from its `name`) |
+| image / audio with bytes | `raw` + `mediaType` (+ `filename`) |
 | document with bytes | `raw` + `mediaType` + `filename`; its text in `metadata.extractedText` |
+| document by URL | `url` + `mediaType` + `filename`; its text in `metadata.extractedText` |
 | document with text only | `text` + `mediaType` + `filename` |
-| (from a `data` part) document | `data` becomes a JSON document's extracted text |
+| data | `data` + `mediaType` |
 
-Thinking, tool use, tool result and refusal blocks have no A2A form: `NoA2AForm` says so.
+Every part a client can send has a block form: a `url` or `raw` part that is neither image nor
+audio is a document. Thinking, tool use, tool result and refusal blocks have no A2A form:
+`NoA2AForm` says so.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
-
-import rfc8785
 
 from looping_core.a2a._models import Part
 from looping_core.content import (
     AudioBlock,
     Block,
-    ContentError,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     NoA2AForm,
@@ -32,18 +32,16 @@ from looping_core.content import (
 from looping_core.content._messages import UserContent
 
 __all__ = [
-    "UnsupportedPart",
     "block_to_part",
     "blocks_to_parts",
+    "media_type_accepted",
+    "media_type_of",
     "part_to_block",
     "parts_to_blocks",
 ]
 
 EXTRACTED_TEXT = "extractedText"
-
-
-class UnsupportedPart(ContentError):
-    """An A2A part with no block form (a URL to something that is neither image nor audio)."""
+JSON = "application/json"
 
 
 def block_to_part(block: Block) -> Part:
@@ -52,15 +50,21 @@ def block_to_part(block: Block) -> Part:
         return Part(text=block.text)
     if isinstance(block, ImageBlock | AudioBlock):
         if block.url is not None:
-            return Part(url=block.url, media_type=block.media_type)
-        return Part(raw=block.data, media_type=block.media_type)
+            return Part(url=block.url, media_type=block.media_type, filename=block.name)
+        return Part(raw=block.data, media_type=block.media_type, filename=block.name)
     if isinstance(block, DocumentBlock):
-        if block.data is None:
+        if block.data is None and block.url is None:
             return Part(text=block.text, media_type=block.media_type, filename=block.name)
         metadata = {EXTRACTED_TEXT: block.text} if block.text is not None else None
         return Part(
-            raw=block.data, media_type=block.media_type, filename=block.name, metadata=metadata
+            raw=block.data,
+            url=block.url,
+            media_type=block.media_type,
+            filename=block.name,
+            metadata=metadata,
         )
+    if isinstance(block, DataBlock):
+        return Part(data=block.value, media_type=block.media_type)
     raise NoA2AForm(
         f"a {block.TAG} block has no A2A part form; keep it in the session, or turn it into text "
         "deliberately before it leaves the agent"
@@ -76,36 +80,20 @@ def part_to_block(part: Part) -> UserContent:
                 media_type=part.media_type or "text/plain", name=part.filename, text=part.text
             )
         return TextBlock(text=part.text)
-    if part.raw is not None:
-        if kind == "image":
-            return ImageBlock(media_type=part.media_type, data=part.raw)
-        if kind == "audio":
-            return AudioBlock(media_type=part.media_type, data=part.raw)
-        extracted = (part.metadata or {}).get(EXTRACTED_TEXT)
-        return DocumentBlock(
-            media_type=part.media_type or "application/octet-stream",
-            name=part.filename or "attachment",
-            data=part.raw,
-            text=extracted if isinstance(extracted, str) else None,
-        )
-    if part.url is not None:
-        if kind == "image":
-            return ImageBlock(media_type=part.media_type, url=part.url)
-        if kind == "audio":
-            return AudioBlock(media_type=part.media_type, url=part.url)
-        raise UnsupportedPart(
-            "a url part is understood only for image/* and audio/* media types; send the "
-            "document's bytes (raw) or text instead"
-        )
+    if part.data is not None:
+        return DataBlock(value=part.data, media_type=part.media_type or JSON)
+    if kind == "image":
+        return ImageBlock(part.media_type, url=part.url, data=part.raw, name=part.filename)
+    if kind == "audio":
+        return AudioBlock(part.media_type, url=part.url, data=part.raw, name=part.filename)
+    extracted = (part.metadata or {}).get(EXTRACTED_TEXT)
     return DocumentBlock(
-        media_type=part.media_type or "application/json",
-        name=part.filename or "data.json",
-        text=_json_text(part.data),
+        media_type=part.media_type or "application/octet-stream",
+        name=part.filename or ("attachment" if part.raw is not None else ""),
+        data=part.raw,
+        url=part.url,
+        text=extracted if isinstance(extracted, str) else None,
     )
-
-
-def _json_text(value: Any) -> str:
-    return rfc8785.dumps(value).decode("utf-8")
 
 
 def blocks_to_parts(blocks: Iterable[Block]) -> list[Part]:
@@ -114,3 +102,22 @@ def blocks_to_parts(blocks: Iterable[Block]) -> list[Part]:
 
 def parts_to_blocks(parts: Iterable[Part]) -> list[UserContent]:
     return [part_to_block(part) for part in parts]
+
+
+def media_type_of(part: Part) -> str:
+    """The part's media type, lower-case and without parameters; where it names none, what its
+    kind implies (text: `text/plain`, data: `application/json`, bytes or URL: an octet stream)."""
+    declared = part.media_type.split(";", 1)[0].strip().lower()
+    if declared:
+        return declared
+    if part.text is not None:
+        return "text/plain"
+    if part.data is not None:
+        return JSON
+    return "application/octet-stream"
+
+
+def media_type_accepted(media_type: str, ranges: Iterable[str]) -> bool:
+    """Whether `media_type` is one of `ranges` (`image/png`, `image/*`, `*/*`)."""
+    kind = media_type.split("/", 1)[0]
+    return any(accepted.lower() in ("*/*", media_type, f"{kind}/*") for accepted in ranges)

@@ -34,6 +34,7 @@ from looping_core.agent._model import (
 )
 from looping_core.content import (
     Block,
+    DataBlock,
     DocumentBlock,
     Message,
     RefusalBlock,
@@ -118,6 +119,8 @@ def _size(block: Block) -> tuple[int, int]:
         return len(block.tool_use_id) + sum(t for t, _ in parts), sum(m for _, m in parts)
     if isinstance(block, DocumentBlock) and block.text is not None:
         return len(block.text), 0
+    if isinstance(block, DataBlock):
+        return len(json.dumps(block.value)), 0
     return 0, 1
 
 

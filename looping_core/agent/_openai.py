@@ -29,6 +29,7 @@ from looping_core.agent._model import (
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     Message,
@@ -109,9 +110,13 @@ class OpenAIChatModel:
         await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        try:
+            messages = chat_messages(request)
+        except ValueError as exc:  # content this API has no form for (audio by URL, ...)
+            raise ModelError(self.label, f"the request cannot be sent: {exc}") from None
         arguments: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(request),
+            "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
             **self._options,
@@ -230,8 +235,15 @@ def _user_part(block: Any) -> dict[str, Any]:
     if isinstance(block, DocumentBlock):
         if block.text is not None:
             return {"type": "text", "text": block.text}
-        data_url = _data_url(block.media_type, block.data or b"")
+        if block.data is None:
+            raise ValueError(
+                "Chat Completions takes documents as bytes or text, not by URL; fetch it (a tool "
+                "can) or give its extracted text"
+            )
+        data_url = _data_url(block.media_type, block.data)
         return {"type": "file", "file": {"filename": block.name, "file_data": data_url}}
+    if isinstance(block, DataBlock):
+        return {"type": "text", "text": _json_text(block.value)}
     raise TypeError(f"a user message cannot hold a {type(block).__name__}")  # pragma: no cover
 
 
@@ -259,9 +271,16 @@ def _tool_text(block: Any) -> str:
         return block.text
     if isinstance(block, DocumentBlock) and block.text is not None:
         return block.text
+    if isinstance(block, DataBlock):
+        return _json_text(block.value)
     raise ValueError(
         f"a tool result's {type(block).__name__} has no Chat Completions form (text only)"
     )
+
+
+def _json_text(value: Any) -> str:
+    """Structured data as the model reads it: compact JSON, as it came (no words added)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _data_url(media_type: str, data: bytes) -> str:

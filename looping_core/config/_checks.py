@@ -43,6 +43,9 @@ NODE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 TENANT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 PLUGIN_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 AGENT_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_TOKEN = r"[!#$%&'+.^_`|~0-9A-Za-z-]+"
+MEDIA_RANGE = re.compile(rf"^(?:\*/\*|{_TOKEN}/\*|{_TOKEN}/{_TOKEN})$")
+"""A media type (`image/png`) or a range of them (`image/*`, `*/*`), without parameters."""
 
 
 def check_server(server: ServerConfig) -> list[str]:
@@ -132,6 +135,15 @@ def check_card(card: CardConfig, path: str, *, need_skills: bool) -> list[str]:
         for name in ("name", "description", "version")
         if not getattr(card, name).strip()
     ]
+    for field in ("input_modes", "output_modes"):
+        modes = getattr(card, field)
+        if not modes:
+            problems.append(f"a card needs at least one media type @ {path}.{field}")
+        problems.extend(
+            f"not a media type or range (like text/plain or image/*) @ {path}.{field}[{i}]"
+            for i, mode in enumerate(modes)
+            if not MEDIA_RANGE.match(mode)
+        )
     if need_skills and not card.skills:
         problems.append(f"a card needs at least one skill: add [[...card.skills]] @ {path}.skills")
     for index, skill in enumerate(card.skills):

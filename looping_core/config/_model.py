@@ -113,6 +113,12 @@ class SecurityConfig:
     """At most one refetch per interval per `jku` for an unknown `kid`."""
 
 
+DEFAULT_INPUT_MODES = ("text/*", "application/json", "application/pdf", "image/*", "audio/*")
+"""What a model-driven agent can be given: text and documents as text, JSON data, PDFs, images
+and audio (a deployment narrows or widens it per card)."""
+DEFAULT_OUTPUT_MODES = ("text/plain", "application/json")
+
+
 @attrs.frozen
 class CardConfig:
     """A card's own fields: `[card]` for the deployment's public stub, `[tenants.<id>.card]`."""
@@ -121,6 +127,11 @@ class CardConfig:
     description: str
     version: str = "0.1.0"
     skills: tuple[SkillConfig, ...] = ()
+    input_modes: tuple[str, ...] = DEFAULT_INPUT_MODES
+    """Media types (or ranges, `image/*`) the agent takes in a message's parts; the edge refuses
+    a part of any other type (ContentTypeNotSupported) and the card declares exactly these."""
+    output_modes: tuple[str, ...] = DEFAULT_OUTPUT_MODES
+    """Media types the agent answers with (the card's `defaultOutputModes`)."""
 
 
 @attrs.frozen

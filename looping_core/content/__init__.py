@@ -14,6 +14,7 @@ Blocks to and from A2A parts are the protocol's (`looping_core.a2a`).
 from looping_core.content._blocks import (
     AudioBlock,
     Block,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     ProviderPayload,
@@ -83,6 +84,7 @@ __all__ = [
     "ContentDecodeError",
     "ContentError",
     "Conversation",
+    "DataBlock",
     "DocumentBlock",
     "ImageBlock",
     "ImageChunk",

@@ -12,6 +12,7 @@ __all__ = [
     "BLOCK_TYPES",
     "AudioBlock",
     "Block",
+    "DataBlock",
     "DocumentBlock",
     "ImageBlock",
     "ProviderPayload",
@@ -42,11 +43,13 @@ class TextBlock:
 
 @attrs.frozen
 class _MediaRef:
-    """Media by URL or inline bytes (exactly one): the shape images and audio share."""
+    """Media by URL or inline bytes (exactly one): the shape images and audio share. `name` is
+    a file name for people and programs that save it (A2A `filename`); empty when it has none."""
 
     media_type: str = attrs.field(validator=_non_empty)
     url: str | None = None
     data: bytes | None = attrs.field(default=None, validator=_one_of_url_or_data)
+    name: str = ""
 
 
 @attrs.frozen
@@ -63,20 +66,41 @@ class AudioBlock(_MediaRef):
     TAG: ClassVar[str] = "audio"
 
 
-def _bytes_or_text(instance: DocumentBlock, _: attrs.Attribute[Any], __: Any) -> None:
-    if instance.data is None and instance.text is None:
-        raise ValueError("a document needs data, extracted text, or both")
+def _document_content(instance: DocumentBlock, _: attrs.Attribute[Any], __: Any) -> None:
+    if instance.data is not None and instance.url is not None:
+        raise ValueError("a document is given by its bytes or by a URL, not both")
+    if instance.data is None and instance.url is None and instance.text is None:
+        raise ValueError("a document needs its bytes, a URL, or extracted text")
 
 
 @attrs.frozen
 class DocumentBlock:
-    """A document: its bytes and/or the text extracted from it."""
+    """A file: its bytes or a URL to it (at most one), and/or the text extracted from it.
+
+    Core never fetches `url`: it is handed on as it came (an artifact a client downloads, a
+    file a caller points at), so what may be fetched is the receiver's decision."""
 
     TAG: ClassVar[str] = "document"
     media_type: str = attrs.field(validator=_non_empty)
     name: str
     data: bytes | None = None
-    text: str | None = attrs.field(default=None, validator=_bytes_or_text)
+    text: str | None = None
+    url: str | None = attrs.field(default=None, validator=_document_content)
+
+
+def _json_value_not_null(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        raise ValueError("a data block's value must not be null (A2A cannot carry a null part)")
+
+
+@attrs.frozen
+class DataBlock:
+    """Structured data (A2A `Part.data`): any JSON value but null, e.g. a form's fields or a
+    tool's machine-readable result. `media_type` says which JSON it is."""
+
+    TAG: ClassVar[str] = "data"
+    value: Any = attrs.field(validator=_json_value_not_null)
+    media_type: str = attrs.field(default="application/json", validator=_non_empty)
 
 
 @attrs.frozen
@@ -120,13 +144,13 @@ class ToolUseBlock:
     input: Mapping[str, Any] = attrs.field(validator=_json_object)
 
 
-ResultContent = TextBlock | ImageBlock | AudioBlock | DocumentBlock
+ResultContent = TextBlock | ImageBlock | AudioBlock | DocumentBlock | DataBlock
 """What a tool result may hold."""
 
 
 def _result_content(instance: Any, _: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
     for block in value:
-        if not isinstance(block, TextBlock | ImageBlock | AudioBlock | DocumentBlock):
+        if not isinstance(block, TextBlock | ImageBlock | AudioBlock | DocumentBlock | DataBlock):
             raise ValueError(f"a tool result cannot hold a {type(block).__name__}")
 
 
@@ -154,6 +178,7 @@ Block = (
     | ImageBlock
     | AudioBlock
     | DocumentBlock
+    | DataBlock
     | ThinkingBlock
     | ToolUseBlock
     | ToolResultBlock
@@ -163,7 +188,7 @@ Block = (
 BLOCK_TYPES: Mapping[str, type[Any]] = {
     cls.TAG: cls
     for cls in (
-        TextBlock, ImageBlock, AudioBlock, DocumentBlock, ThinkingBlock, ToolUseBlock,
+        TextBlock, ImageBlock, AudioBlock, DocumentBlock, DataBlock, ThinkingBlock, ToolUseBlock,
         ToolResultBlock, RefusalBlock,
     )
 }  # fmt: skip

@@ -102,6 +102,13 @@ def _structure_json_object(value: object, _: type) -> dict[str, Any]:
     return checked
 
 
+def _structure_json_value(value: object, _: type) -> Any:
+    """A data block's value: any JSON value but null."""
+    if value is None:
+        raise InvalidValue("", "a data block's value must not be null")
+    return _json_value(value)
+
+
 def _json_value(value: Any) -> Any:
     """A deep copy of a JSON value, checked: JSON types only, safe integers, UTF-8 text."""
     if isinstance(value, str):
@@ -151,6 +158,8 @@ def _make_converter() -> cattrs.Converter:
     is_json_object: Callable[[Any], bool] = lambda t: t == Mapping[str, Any]  # noqa: E731
     converter.register_structure_hook_func(is_json_object, _structure_json_object)
     converter.register_unstructure_hook_func(is_json_object, _json_value)
+    converter.register_structure_hook_func(lambda t: t is Any, _structure_json_value)
+    converter.register_unstructure_hook_func(lambda t: t is Any, _json_value)
     for union in (Block, ResultContent, UserContent, AssistantContent):
         _register_union(converter, union, "type", BLOCK_TYPES, "block type")
     _register_union(converter, Message, "role", MESSAGE_TYPES, "message role")

@@ -9,6 +9,7 @@ import attrs
 
 from looping_core.content._blocks import (
     AudioBlock,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     RefusalBlock,
@@ -31,7 +32,7 @@ __all__ = [
     "UserMessage",
 ]
 
-UserContent = TextBlock | ImageBlock | AudioBlock | DocumentBlock
+UserContent = TextBlock | ImageBlock | AudioBlock | DocumentBlock | DataBlock
 AssistantContent = TextBlock | ImageBlock | AudioBlock | ThinkingBlock | ToolUseBlock | RefusalBlock
 
 
@@ -58,7 +59,7 @@ class UserMessage:
     ROLE: ClassVar[str] = "user"
     content: tuple[UserContent, ...] = attrs.field(
         converter=_as_tuple,
-        validator=[_only(TextBlock, ImageBlock, AudioBlock, DocumentBlock), _not_empty],
+        validator=[_only(TextBlock, ImageBlock, AudioBlock, DocumentBlock, DataBlock), _not_empty],
     )
 
 

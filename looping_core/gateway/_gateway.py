@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -65,12 +65,14 @@ def user_message(
     message_id: str | None = None,
     task_id: str | None = None,
     context_id: str | None = None,
+    parts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """A caller's text message in A2A's JSON form (a fresh messageId unless given)."""
+    """A caller's text message in A2A's JSON form (a fresh messageId unless given); `parts`
+    (A2A parts as JSON: data, files) follow the text."""
     message: dict[str, Any] = {
         "messageId": message_id or str(uuid.uuid4()),
         "role": "ROLE_USER",
-        "parts": [{"text": text}],
+        "parts": [{"text": text}, *(dict(part) for part in parts)],
     }
     if task_id:
         message["taskId"] = task_id
@@ -141,10 +143,14 @@ class LocalGateway(LocalServer):
         inbox: str | None = "inbox",
         return_immediately: bool = True,
         subject: str = "caller",
+        parts: Sequence[Mapping[str, Any]] = (),
     ) -> tuple[int, Any]:
         """Send one turn the way a gateway does: a fresh token, A2A-Version 1.0, a
-        `SendMessage` with an inline push config aimed back at this gateway."""
-        message = user_message(text, message_id=message_id, task_id=task_id, context_id=context_id)
+        `SendMessage` with an inline push config aimed back at this gateway. `parts` follow the
+        text (see `user_message`)."""
+        message = user_message(
+            text, message_id=message_id, task_id=task_id, context_id=context_id, parts=parts
+        )
         configuration: dict[str, Any] = {"returnImmediately": return_immediately}
         if inbox is not None:
             configuration["taskPushNotificationConfig"] = self.push_config(inbox)

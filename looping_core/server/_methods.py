@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
-import rfc8785
 
 from looping_core.a2a import part_to_block, to_wire
 from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams, UnsupportedOperation
@@ -35,6 +34,7 @@ from looping_core.a2a._models import (
     Task,
     TaskPushNotificationConfig,
 )
+from looping_core.a2a._parts import media_type_accepted, media_type_of
 from looping_core.content import ContentError
 from looping_core.server._edge import CallContext
 
@@ -92,8 +92,9 @@ def _check_push_config(
     _refuse(violations)
 
 
-def _check_message(message: Message, prefix: str) -> None:
-    """Ids held to their grammar; every part must have a form the agent can be given."""
+def _check_message(message: Message, prefix: str, input_modes: Iterable[str]) -> None:
+    """Ids held to their grammar; every part must be of a media type the tenant takes and have a
+    form the agent can be given."""
     _check_ids(
         (f"{prefix}.messageId", message.message_id, True),
         (f"{prefix}.contextId", message.context_id, False),
@@ -103,15 +104,22 @@ def _check_message(message: Message, prefix: str) -> None:
             for index, task_id in enumerate(message.reference_task_ids)
         ),
     )
-    _check_parts(message.parts, f"{prefix}.parts")
+    _check_parts(message.parts, f"{prefix}.parts", tuple(input_modes))
 
 
-def _check_parts(parts: Iterable[Part], prefix: str) -> None:
+def _check_parts(parts: Iterable[Part], prefix: str, input_modes: tuple[str, ...]) -> None:
     for index, part in enumerate(parts):
+        field = f"{prefix}[{index}]"
+        media_type = media_type_of(part)
+        if not media_type_accepted(media_type, input_modes):
+            raise ContentTypeNotSupported(
+                f"{field}: this agent does not take {media_type} (its card's "
+                f"defaultInputModes: {', '.join(input_modes)})",
+                metadata={"field": field, "mediaType": part.media_type},
+            )
         try:
             part_to_block(part)
-        except (ContentError, ValueError, rfc8785.CanonicalizationError) as exc:
-            field = f"{prefix}[{index}]"
+        except (ContentError, ValueError) as exc:
             raise ContentTypeNotSupported(
                 f"{field}: {exc}",
                 metadata={"field": field, "mediaType": part.media_type},
@@ -147,7 +155,7 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
         _check_push_config(context, push, "params.configuration.taskPushNotificationConfig")
     if params.message.role is not Role.ROLE_USER:
         raise _invalid("params.message.role", "must be ROLE_USER")
-    _check_message(params.message, "params.message")
+    _check_message(params.message, "params.message", tenant.card.input_modes)
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
     store, runner = context.services.store, context.services.runner
     start = await store.start_turn(context.identity, params.message, push)

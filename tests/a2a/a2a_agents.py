@@ -49,6 +49,9 @@ class EchoAgent(Agent):
             return TurnResult(TurnOutcome.REJECTED, reply=(RefusalBlock(""),))
         if text == "boom":
             raise RuntimeError("agent exploded")
+        if text == "mirror":  # gives back every block but the text, as it came
+            blocks = tuple(b for b in turn.message.content if not isinstance(b, TextBlock))
+            return TurnResult(artifacts=(ArtifactOut(name="mirror", blocks=blocks),))
         seen = len(turn.history)
         return TurnResult(
             reply=(TextBlock(f"echo: {text}"),),

@@ -397,16 +397,17 @@ async def test_malformed_send_message_writes_nothing(
     assert await task_count(agent, gateway) == 0
 
 
-async def test_a_part_the_agent_cannot_be_given_is_refused_as_unsupported_content(
+async def test_a_part_of_a_type_the_card_does_not_take_is_refused_as_unsupported_content(
     agent: RunningAgent, gateway: FakeGateway, errors: list[logging.LogRecord]
 ) -> None:
-    part = {"url": "https://example.org/page.html", "mediaType": "text/html"}
+    part = {"url": "https://example.org/movie.mp4", "mediaType": "video/mp4"}
     params = send_params(gateway, message__parts=[{"text": "see"}, part])
     _status, body = await post_raw(agent, gateway, envelope("SendMessage", params))
     assert body["error"]["code"] == -32005
+    assert "does not take video/mp4" in body["error"]["message"]
     assert body["error"]["data"][0]["metadata"] == {
         "field": "params.message.parts[1]",
-        "mediaType": "text/html",
+        "mediaType": "video/mp4",
     }
     assert await task_count(agent, gateway) == 0
 

@@ -6,9 +6,10 @@ import pytest
 from a2a.types import Part as ProtoPart
 from google.protobuf.json_format import ParseDict
 
-from looping_core.a2a import Part, UnsupportedPart, block_to_part, from_wire, part_to_block, to_wire
+from looping_core.a2a import Part, block_to_part, from_wire, part_to_block, to_wire
 from looping_core.content import (
     AudioBlock,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     NoA2AForm,
@@ -29,6 +30,13 @@ ROUND_TRIPS = [
     DocumentBlock("application/pdf", "r.pdf", data=b"%PDF", text="extracted"),
     DocumentBlock("application/pdf", "r.pdf", data=b"%PDF"),
     DocumentBlock("text/markdown", "notes.md", text="# Notes"),
+    ImageBlock("image/png", url="https://example.com/c.png", name="chart.png"),
+    AudioBlock("audio/wav", data=b"RIFF", name="memo.wav"),
+    DocumentBlock("application/pdf", "r.pdf", url="https://example.com/r.pdf"),
+    DocumentBlock("application/pdf", "r.pdf", url="https://example.com/r.pdf", text="extracted"),
+    DataBlock({"guests": 2, "tags": ["a"], "ok": True}),
+    DataBlock([1, "x", None], media_type="application/vnd.example+json"),
+    DataBlock("just a string"),
 ]
 
 
@@ -63,14 +71,27 @@ def test_blocks_without_an_a2a_form_are_refused_clearly(block: object) -> None:
         block_to_part(block)  # type: ignore[arg-type]
 
 
-def test_a_data_part_becomes_a_json_document() -> None:
+def test_a_data_part_becomes_a_data_block() -> None:
     block = part_to_block(Part(data={"b": 1, "a": [True]}))
-    assert block == DocumentBlock("application/json", "data.json", text='{"a":[true],"b":1}')
+    assert block == DataBlock({"b": 1, "a": [True]}, media_type="application/json")
 
 
-def test_a_url_to_a_document_has_no_block_form() -> None:
-    with pytest.raises(UnsupportedPart):
-        part_to_block(Part(url="https://example.com/r.pdf", media_type="application/pdf"))
+def test_file_artifacts_by_url_carry_their_file_name_and_media_type() -> None:
+    part = block_to_part(
+        DocumentBlock("application/pdf", "report.pdf", url="https://files.example.com/r.pdf")
+    )
+    assert to_wire(part) == {
+        "url": "https://files.example.com/r.pdf",
+        "filename": "report.pdf",
+        "mediaType": "application/pdf",
+    }
+    image = to_wire(block_to_part(ImageBlock("image/png", url="https://x/c.png", name="c.png")))
+    assert image == {"url": "https://x/c.png", "filename": "c.png", "mediaType": "image/png"}
+
+
+def test_a_url_to_a_document_is_a_document_by_url() -> None:
+    block = part_to_block(Part(url="https://example.com/r.pdf", media_type="application/pdf"))
+    assert block == DocumentBlock("application/pdf", "", url="https://example.com/r.pdf")
 
 
 def test_a_part_holds_exactly_one_content() -> None:

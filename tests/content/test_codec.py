@@ -43,8 +43,8 @@ def user(*blocks: object) -> bytes:
     ("document", "error", "path", "problem"),
     [
         (user({"type": SECRET, "text": "a"}), UnknownTag, "$.content[0].type",
-         "unknown block type; expected one of audio, document, image, refusal, text, thinking, "
-         "tool_result, tool_use"),
+         "unknown block type; expected one of audio, data, document, image, refusal, text, "
+         "thinking, tool_result, tool_use"),
         (json.dumps({"role": SECRET, "content": []}).encode(), UnknownTag, "$.role",
          "unknown message role; expected one of assistant, system, tool, user"),
         (user({"type": "text", "text": "a", "extra": SECRET}), UnknownField, "$.content[0].extra",

@@ -65,6 +65,13 @@ def test_fixture_matches_its_schema(path: Path) -> None:
         ("text", {"type": "text", "text": "a", "extra": 1}),
         ("image", {"type": "image", "media_type": "image/png", "url": "u", "data": "AA=="}),
         ("document", {"type": "document", "media_type": "text/plain", "name": "n"}),
+        (
+            "document",
+            {"type": "document", "media_type": "a/b", "name": "n", "url": "u", "data": "AA=="},
+        ),
+        ("data", {"type": "data", "value": None}),
+        ("data", {"type": "data"}),
+        ("data", {"type": "data", "value": 1, "media_type": ""}),
         ("refusal", {"type": "text"}),
         ("usage", {"reasoning_tokens": 3}),
         ("user", {"role": "user", "content": []}),

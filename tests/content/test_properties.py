@@ -17,6 +17,7 @@ from looping_core.content import (
     AssistantMessage,
     AudioBlock,
     ContentDecodeError,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     ProviderPayload,
@@ -73,16 +74,38 @@ payloads = st.builds(ProviderPayload, format=names, value=text)
 
 
 def url_or_data(cls: type[Any]) -> st.SearchStrategy[Any]:
-    return st.builds(cls, media_type=media, url=st.text(min_size=1), data=st.none()) | st.builds(
-        cls, media_type=media, url=st.none(), data=st.binary(max_size=64)
+    file_names = st.just("") | names
+    return st.builds(
+        cls, media_type=media, url=st.text(min_size=1), data=st.none(), name=file_names
+    ) | st.builds(
+        cls, media_type=media, url=st.none(), data=st.binary(max_size=64), name=file_names
     )
 
 
-documents = st.builds(
-    DocumentBlock, media_type=media, name=text, data=st.binary(max_size=32), text=st.none() | text
-) | st.builds(DocumentBlock, media_type=media, name=text, data=st.none(), text=text)
+documents = (
+    st.builds(
+        DocumentBlock,
+        media_type=media,
+        name=text,
+        data=st.binary(max_size=32),
+        text=st.none() | text,
+    )
+    | st.builds(DocumentBlock, media_type=media, name=text, data=st.none(), text=text)
+    | st.builds(
+        DocumentBlock, media_type=media, name=text, url=st.text(min_size=1), text=st.none() | text
+    )
+)
+data_blocks = st.builds(
+    DataBlock,
+    value=json_values.filter(lambda value: value is not None),
+    media_type=st.just("application/json") | media,
+)
 result_content = (
-    st.builds(TextBlock, text=text) | url_or_data(ImageBlock) | url_or_data(AudioBlock) | documents
+    st.builds(TextBlock, text=text)
+    | url_or_data(ImageBlock)
+    | url_or_data(AudioBlock)
+    | documents
+    | data_blocks
 )
 thinking = st.builds(
     ThinkingBlock, text=text, signature=st.none() | payloads, state=st.none() | payloads
