@@ -34,9 +34,11 @@ from looping_core.a2a._models import (
     Role,
     StreamResponse,
     Task,
+    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from looping_core.a2a._parts import (
     block_to_part,
@@ -79,9 +81,11 @@ __all__ = [
     "SigningKeyError",
     "StreamResponse",
     "Task",
+    "TaskArtifactUpdateEvent",
     "TaskPushNotificationConfig",
     "TaskState",
     "TaskStatus",
+    "TaskStatusUpdateEvent",
     "TokenPolicy",
     "TokenRejected",
     "WireError",

@@ -100,7 +100,13 @@ def _skill(skill: SkillConfig) -> AgentSkill:
     )
 
 
-def _card(card: CardConfig, interface: AgentInterface, skills: tuple[AgentSkill, ...]) -> AgentCard:
+def _card(
+    card: CardConfig,
+    interface: AgentInterface,
+    skills: tuple[AgentSkill, ...],
+    *,
+    streaming: bool,
+) -> AgentCard:
     schemes, requirements = _security()
     return AgentCard(
         name=card.name,
@@ -108,7 +114,7 @@ def _card(card: CardConfig, interface: AgentInterface, skills: tuple[AgentSkill,
         supported_interfaces=(interface,),
         version=card.version,
         capabilities=AgentCapabilities(
-            streaming=False, push_notifications=True, extended_agent_card=True
+            streaming=streaming, push_notifications=True, extended_agent_card=True
         ),
         default_input_modes=card.input_modes,
         default_output_modes=card.output_modes,
@@ -139,7 +145,7 @@ def build_stub_card(config: Config) -> AgentCard:
     interface = AgentInterface(
         url=config.server.endpoint_url, protocol_binding="JSONRPC", protocol_version="1.0"
     )
-    return _card(stub, interface, skills)
+    return _card(stub, interface, skills, streaming=config.streaming.enabled)
 
 
 def build_tenant_card(config: Config, tenant_id: str, tenant: TenantConfig) -> AgentCard:
@@ -150,7 +156,8 @@ def build_tenant_card(config: Config, tenant_id: str, tenant: TenantConfig) -> A
         protocol_version="1.0",
         tenant=tenant_id,
     )
-    return _card(tenant.card, interface, tuple(_skill(s) for s in tenant.card.skills))
+    skills = tuple(_skill(s) for s in tenant.card.skills)
+    return _card(tenant.card, interface, skills, streaming=config.streaming.enabled)
 
 
 def canonical_card_bytes(card: Mapping[str, Any] | AgentCard) -> bytes:

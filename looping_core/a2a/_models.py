@@ -44,7 +44,9 @@ __all__ = [
     "SendMessageRequest",
     "StreamResponse",
     "StringList",
+    "SubscribeToTaskRequest",
     "Task",
+    "TaskArtifactUpdateEvent",
     "TaskPushNotificationConfig",
     "TaskState",
     "TaskStatus",
@@ -282,6 +284,12 @@ class GetTaskRequest:
 
 
 @attrs.frozen
+class SubscribeToTaskRequest:
+    id: str
+    tenant: str = ""
+
+
+@attrs.frozen
 class ListTasksRequest:
     tenant: str = ""
     context_id: str = ""
@@ -347,8 +355,23 @@ class TaskStatusUpdateEvent:
 
 
 @attrs.frozen
+class TaskArtifactUpdateEvent:
+    """An artifact of a task, whole or a chunk: `append` adds its parts to the artifact with the
+    same id sent before; `last_chunk` says no more parts of it follow."""
+
+    task_id: str
+    context_id: str
+    artifact: Artifact
+    append: bool = False
+    last_chunk: bool = False
+    metadata: Mapping[str, Any] | None = None
+
+
+@attrs.frozen
 class StreamResponse:
-    """A oneof: exactly one member is set (pushes send `task` or `status_update`)."""
+    """A oneof: exactly one member is set (streams and pushes send the same shapes)."""
 
     task: Task | None = None
+    message: Message | None = None
     status_update: TaskStatusUpdateEvent | None = None
+    artifact_update: TaskArtifactUpdateEvent | None = None

@@ -28,6 +28,7 @@ __all__ = [
     "AgentContext",
     "AgentLoadError",
     "ArtifactOut",
+    "TurnEvents",
     "TurnInput",
     "TurnOutcome",
     "TurnResult",
@@ -81,6 +82,21 @@ class SessionLog(Protocol):
         them (another turn of the same conversation changed it)."""
 
 
+class TurnEvents(Protocol):
+    """What a running turn tells its caller before it ends: stored as the task's events, sent
+    to every stream of the task, pushed only where `[push] progress` says so."""
+
+    async def progress(self, blocks: Sequence[Block]) -> None:
+        """The task stays WORKING with `blocks` as its status message (what it is doing)."""
+
+    async def artifact(
+        self, artifact: ArtifactOut, *, append: bool = False, last_chunk: bool = False
+    ) -> None:
+        """An artifact before the turn ends, or a chunk of one (`append`: its blocks add to the
+        artifact with the same `artifact_id`); chunks close together are sent as one event.
+        The turn's result must still hold the artifact whole: that is what the task keeps."""
+
+
 @attrs.frozen
 class TurnInput:
     """One turn: the new user message and the task's earlier messages, as content blocks."""
@@ -99,6 +115,14 @@ class TurnInput:
     """What the tenant's plugins' tool families build this caller's tools with."""
     subtasks: SubtaskLog | None = None
     """The task's durable subtasks, for an agent that delegates (when the runner keeps them)."""
+    events: TurnEvents | None = None
+    """Progress and early artifacts of this turn, for streams (when the runner keeps them)."""
+
+    async def progress(self, *blocks: Block) -> None:
+        """Tell the caller what the turn is doing now (a status message; the task stays
+        WORKING). Nothing happens without `events` (a turn run outside a server)."""
+        if self.events is not None and blocks:
+            await self.events.progress(blocks)
 
 
 class TurnOutcome(enum.Enum):
@@ -132,6 +156,11 @@ class TurnResult:
     reason: str | None = None
     """Why a turn failed or was refused, as a code for programs (`MODEL_UNAVAILABLE`); it goes
     in the status message's metadata. Words for people belong in `reply`."""
+    direct_message: bool = False
+    """Answer a blocking `SendMessage` with `reply` as a direct A2A `Message` instead of the task
+    (for an answer that needs no task: a greeting, a lookup). Only for an ending turn with a
+    reply; the task is still kept (for a retried send, history and pushes) and streams still
+    see its events."""
 
 
 class Agent(abc.ABC):

@@ -36,6 +36,7 @@ from looping_core.config._model import (
     ServerConfig,
     SkillConfig,
     StoreConfig,
+    StreamingConfig,
     TenantConfig,
     TenantModelConfig,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "ServerConfig",
     "SkillConfig",
     "StoreConfig",
+    "StreamingConfig",
     "TenantConfig",
     "TenantModelConfig",
     "check_model",

@@ -22,6 +22,7 @@ from looping_core.config._model import (
     RunnerConfig,
     SecurityConfig,
     ServerConfig,
+    StreamingConfig,
     TenantConfig,
     TenantModelConfig,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "check_runner",
     "check_security",
     "check_server",
+    "check_streaming",
 ]
 
 
@@ -125,6 +127,19 @@ def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
             "backoff_seconds must be above 0 and at most backoff_max_seconds "
             "@ $.push.backoff_seconds"
         )
+    return problems
+
+
+def check_streaming(streaming: StreamingConfig) -> list[str]:
+    problems = [
+        f"must be above 0 @ $.streaming.{name}"
+        for name in ("poll_seconds", "heartbeat_seconds")
+        if getattr(streaming, name) <= 0
+    ]
+    if streaming.coalesce_seconds < 0:
+        problems.append("must not be negative @ $.streaming.coalesce_seconds")
+    if streaming.buffer_events < 1:
+        problems.append("must be at least 1 @ $.streaming.buffer_events")
     return problems
 
 

@@ -23,6 +23,7 @@ from looping_core.config._checks import (
     check_runner,
     check_security,
     check_server,
+    check_streaming,
 )
 from looping_core.config._model import (
     CONFIG_ENV_VAR,
@@ -36,6 +37,7 @@ from looping_core.config._model import (
     SecurityConfig,
     ServerConfig,
     StoreConfig,
+    StreamingConfig,
     TenantConfig,
 )
 from looping_core.contract import SecretRef
@@ -132,6 +134,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     store = _parse_section(raw, "store", StoreConfig, problems)
     runner = _parse_section(raw, "runner", RunnerConfig, problems)
     push = _parse_section(raw, "push", PushConfig, problems)
+    streaming = _parse_section(raw, "streaming", StreamingConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
@@ -139,11 +142,12 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     for unknown in raw:
         problems.append(
             f"unknown section {unknown!r}; the sections are server, security, store, card, "
-            f"runner, push, plugins and tenants @ $.{unknown}"
+            f"runner, push, streaming, plugins and tenants @ $.{unknown}"
         )
     problems.extend(check_server(server))
     problems.extend(check_security(security))
     problems.extend(check_runner(runner, push))
+    problems.extend(check_streaming(streaming))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:
@@ -167,6 +171,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         card=card,
         runner=runner,
         push=push,
+        streaming=streaming,
         plugins=plugins,
         tenants=tenants,
     )

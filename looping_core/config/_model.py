@@ -238,6 +238,27 @@ class PushConfig:
     backoff_seconds: float = 1.0
     """The first retry waits about this long; each further one twice as long (with jitter)."""
     backoff_max_seconds: float = 300.0
+    progress: bool = False
+    """Also push a working task's progress (its status messages while it runs); by default only
+    the end of a turn and a request for input are pushed. Streams always see progress."""
+
+
+@attrs.frozen
+class StreamingConfig:
+    """`[streaming]`: SendStreamingMessage and SubscribeToTask over server-sent events."""
+
+    enabled: bool = True
+    """Serve the streaming methods (the card then says `streaming: true`)."""
+    poll_seconds: float = 0.1
+    """How often a server process looks for events other processes wrote (its own it sends
+    at once)."""
+    buffer_events: int = 256
+    """Events held for a subscriber that does not read; past that it is dropped (it resumes
+    with `Last-Event-ID`), so a slow client never slows the turn or other subscribers."""
+    heartbeat_seconds: float = 15.0
+    """An idle stream gets an SSE comment this often, so proxies keep it open."""
+    coalesce_seconds: float = 0.05
+    """Artifact chunks of one task closer together than this are sent as one event."""
 
 
 @attrs.frozen
@@ -259,6 +280,7 @@ class Config:
     card: CardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
     runner: RunnerConfig = RunnerConfig()
     push: PushConfig = PushConfig()
+    streaming: StreamingConfig = StreamingConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 

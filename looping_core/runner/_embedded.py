@@ -16,6 +16,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import attrs
+
 from looping_core.a2a import (
     Artifact,
     Message,
@@ -26,7 +28,7 @@ from looping_core.a2a import (
     block_to_part,
     parts_to_blocks,
 )
-from looping_core.agent import Agent, TurnInput, TurnOutcome, TurnResult
+from looping_core.agent import Agent, ArtifactOut, TurnInput, TurnOutcome, TurnResult
 from looping_core.config import RunnerConfig
 from looping_core.content import (
     AssistantMessage,
@@ -51,6 +53,7 @@ REFUSAL_METADATA = "looping.refusal"
 SUBAGENT_SEPARATOR = "\x1f"
 """Joins a conversation, a task and a scope into a subagent session's context."""
 CANCEL_POLL_SECONDS = 1.0
+_ENDINGS = (TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.REJECTED)
 
 
 class EmbeddedRunner:
@@ -67,9 +70,15 @@ class EmbeddedRunner:
         sessions: SessionStore | None = None,
         database: Any = None,
         subtasks: SubtaskStore | None = None,
+        push_progress: bool = False,
+        coalesce_seconds: float = 0.05,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `database` (the store's
-        peewee database) is what plugins' tools that own tables get in their `ToolContext`."""
+        peewee database) is what plugins' tools that own tables get in their `ToolContext`.
+        `push_progress`: a turn's progress is pushed too (`[push] progress`);
+        `coalesce_seconds`: artifact chunks closer together are one event."""
+        self._push_progress = push_progress
+        self._coalesce_seconds = coalesce_seconds
         self._sessions = sessions
         self._database = database
         self._subtasks = subtasks
@@ -240,7 +249,9 @@ class EmbeddedRunner:
             if self._sessions
             else None
         )
+        events = _TurnEvents(self._store, task_id, self._push_progress, self._coalesce_seconds)
         turn = TurnInput(
+            events=events,
             task_id=task.id,
             context_id=task.context_id,
             caller=caller,
@@ -266,17 +277,15 @@ class EmbeddedRunner:
         except Exception:
             _log.exception("agent of tenant %s failed on task %s", caller.tenant, task_id)
             result = TurnResult(TurnOutcome.FAILED, reason="AGENT_ERROR")
+        finally:
+            await events.flush()
         return await self._finish(task_id, result, log.taken_through if log else turn_message)
 
     async def _finish(self, task_id: str, result: TurnResult, taken_through: str) -> str | None:
         """Write the turn's end, unless a follow-up joined that the turn did not take: then keep
         its output and return that follow-up's messageId (it begins the next turn)."""
         reply = _agent_message(_parts(result.reply)) if result.reply else None
-        status_message = (
-            reply
-            if result.outcome in (TurnOutcome.INPUT_REQUIRED, TurnOutcome.AUTH_REQUIRED)
-            else None
-        )
+        status_message = reply
         if result.reason is not None:
             status_message = _agent_message(
                 reply.parts if reply else (), metadata={"reason": result.reason}
@@ -299,6 +308,7 @@ class EmbeddedRunner:
             artifacts=artifacts,
             metadata=result.metadata,
             taken_through=taken_through,
+            answer_with_message=result.direct_message and result.outcome in _ENDINGS,
         )
         if won:
             return None
@@ -322,6 +332,74 @@ class EmbeddedRunner:
         if event is not None:
             event.set()
         self._on_settled()
+
+
+class _TurnEvents:
+    """A turn's progress and early artifacts, written as the task's events. Appended chunks of
+    an artifact wait up to `coalesce` seconds and go out as one event, so a fast model cannot
+    flood the store; anything else first sends what waits, so events keep their order."""
+
+    def __init__(self, store: TaskStore, task_id: str, push: bool, coalesce: float) -> None:
+        self._store = store
+        self._task_id = task_id
+        self._push = push
+        self._coalesce = coalesce
+        self._waiting: dict[str, tuple[Artifact, bool]] = {}
+        """Chunks not sent yet, by artifact: the artifact with all their parts, last_chunk."""
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def progress(self, blocks: Sequence[Block]) -> None:
+        await self.flush()
+        message = _agent_message(_parts(tuple(blocks)))
+        async with self._lock:
+            await self._store.progress(self._task_id, message, push=self._push)
+
+    async def artifact(
+        self, artifact: ArtifactOut, *, append: bool = False, last_chunk: bool = False
+    ) -> None:
+        parts = _parts(artifact.blocks)
+        if not parts:
+            return
+        wire = Artifact(
+            artifact_id=artifact.artifact_id,
+            parts=parts,
+            name=artifact.name,
+            description=artifact.description,
+        )
+        if not append:
+            await self.flush()
+            async with self._lock:
+                await self._store.artifact_update(
+                    self._task_id, wire, append=False, last_chunk=last_chunk
+                )
+            return
+        waiting = self._waiting.get(artifact.artifact_id)
+        if waiting is not None:
+            wire = attrs.evolve(waiting[0], parts=waiting[0].parts + parts)
+        self._waiting[artifact.artifact_id] = (wire, last_chunk)
+        if last_chunk or self._coalesce <= 0:
+            await self.flush()
+        elif self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(self._coalesce, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._timer = None
+        self._flushing = asyncio.create_task(self.flush(), name=f"looping-events-{self._task_id}")
+
+    async def flush(self) -> None:
+        """Send the chunks that wait (the runner calls it when the turn ends)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            waiting, self._waiting = self._waiting, {}
+            for artifact, last_chunk in waiting.values():
+                await self._store.artifact_update(
+                    self._task_id, artifact, append=True, last_chunk=last_chunk
+                )
 
 
 class _TurnSession:

@@ -45,6 +45,7 @@ from looping_core.server._edge import (
 )
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._services import SERVICES, Services
+from looping_core.server._streams import EventHub
 from looping_core.store import (
     Database,
     SessionStore,
@@ -110,7 +111,16 @@ def create_app(
             worker=worker,
         )
     )
+    app.on_shutdown.append(_end_streams)
     return app
+
+
+async def _end_streams(app: web.Application) -> None:
+    """Open streams end as the server stops (before it waits for handlers to finish); their
+    clients resume elsewhere with `Last-Event-ID`."""
+    services = app.get(SERVICES)
+    if services is not None and services.streams is not None:
+        services.streams.end_streams("the server is stopping")
 
 
 def build_agents(
@@ -242,7 +252,12 @@ def _services(
                     sessions=SessionStore(database, node=node, worker=worker or 0),
                     subtasks=SubtaskStore(database, node=node, worker=worker or 0),
                     database=database.peewee,
+                    push_progress=config.push.progress,
+                    coalesce_seconds=config.streaming.coalesce_seconds,
                 )
+                if config.push.progress:
+                    store.watch_events(lambda _task_id: deliverer.wake())
+                hub = EventHub(store, config.streaming) if config.streaming.enabled else None
                 app[SERVICES] = Services(
                     edge=edge,
                     methods=DEFAULT_METHODS,
@@ -250,13 +265,18 @@ def _services(
                     store=store,
                     runner=runner,
                     jwks=jwks,
+                    streams=hub,
                 )
                 await runner.recover()
                 runner.watch_cancellations()
                 deliverer.start()
+                if hub is not None:
+                    hub.start()
                 try:
                     yield
                 finally:
+                    if hub is not None:
+                        await hub.close()
                     await runner.close()
                     await deliverer.stop()
                     for agent in agents.values():

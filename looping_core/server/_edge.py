@@ -10,6 +10,7 @@ traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import email.utils
 import hashlib
@@ -59,6 +60,7 @@ from looping_core.a2a._keys import SigningKey, jwks_document, load_signing_key
 from looping_core.config import Config
 from looping_core.contract import Identity
 from looping_core.server._services import SERVICES, Services
+from looping_core.server._streams import TaskStream
 
 __all__ = ["CallContext", "Edge", "build_edge", "handle_agent_card", "handle_jwks", "handle_rpc"]
 
@@ -98,6 +100,8 @@ class CallContext:
 
     services: Services
     identity: Identity
+    last_event_id: str | None = None
+    """The `Last-Event-ID` header of a client resuming a stream."""
 
 
 def _config_time(config: Config) -> datetime.datetime:
@@ -180,13 +184,15 @@ def _etags(header: str) -> set[str]:
     return tags | ({"*"} if "*" in tags else set())
 
 
-async def handle_rpc(request: web.Request) -> web.Response:
+async def handle_rpc(request: web.Request) -> web.StreamResponse:
     request_id: RpcId = None
     try:
         services = request.app[SERVICES]
         call, method = await _read_call(request, services)
         request_id = call.id
         result = await _dispatch(request, services, call, method)
+        if isinstance(result, TaskStream):
+            return await _write_stream(request, request_id, result)
         return _json_response(response(request_id, result=result))
     except EnvelopeError as exc:
         return _error_response(exc.error, exc.request_id)
@@ -200,6 +206,41 @@ async def handle_rpc(request: web.Request) -> web.Response:
     except Exception:
         _log.exception("internal error answering %s", request.path)
         return _error_response(InternalError(), request_id)
+
+
+async def _write_stream(
+    request: web.Request, request_id: RpcId, stream: TaskStream
+) -> web.StreamResponse:
+    """Server-sent events, each a JSON-RPC response with the request's id and the event's
+    number as its SSE `id`; comments as heartbeats. Errors before this point were ordinary
+    JSON-RPC error bodies; one after it (the server failing) is an `error` event."""
+    answer = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-cache",
+            "X-Accel-Buffering": "no",  # proxies must not hold events back
+        }
+    )
+    await answer.prepare(request)
+    envelope = '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":'
+    try:
+        async for event in stream.events():
+            if event is None:
+                await answer.write(b": keep-alive\n\n")
+                continue
+            seq, body = event
+            await answer.write(f"id: {seq}\ndata: {envelope}{body}}}\n\n".encode())
+    except ConnectionError:  # aiohttp's ClientConnectionResetError is one
+        _log.info("stream client %s went away", request.remote)
+        return answer
+    except Exception:
+        _log.exception("stream of %s failed", request.path)
+        error = json.dumps(response(request_id, error=error_object(InternalError())))
+        with contextlib.suppress(Exception):
+            await answer.write(f"event: error\ndata: {error}\n\n".encode())
+    with contextlib.suppress(Exception):
+        await answer.write_eof()
+    return answer
 
 
 class _ClientGone(Exception):
@@ -251,7 +292,12 @@ async def _dispatch(
             violations=[("params.tenant", "not an agent served here")],
         )
     params = parse_params(call, method)
-    return await method.handler(CallContext(services=services, identity=identity), params)
+    context = CallContext(
+        services=services,
+        identity=identity,
+        last_event_id=request.headers.get("Last-Event-ID"),
+    )
+    return await method.handler(context, params)
 
 
 def _check_version(request: web.Request) -> None:

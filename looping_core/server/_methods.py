@@ -31,12 +31,16 @@ from looping_core.a2a._models import (
     Role,
     SendMessageConfiguration,
     SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskPushNotificationConfig,
 )
 from looping_core.a2a._parts import media_type_accepted, media_type_of
 from looping_core.content import ContentError
 from looping_core.server._edge import CallContext
+from looping_core.server._streams import EventHub, TaskStream
+from looping_core.store import TurnStart
 
 __all__ = ["METHODS"]
 
@@ -141,8 +145,9 @@ async def get_extended_agent_card(
     return result
 
 
-async def send_message(context: CallContext, params: SendMessageRequest) -> dict[str, Any]:
-    """Start a task (or continue an interrupted one) exactly once per messageId."""
+async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart:
+    """Check a SendMessage (or SendStreamingMessage) and begin, join or find its turn: exactly
+    once per messageId."""
     configuration = params.configuration or SendMessageConfiguration()
     push = configuration.task_push_notification_config
     tenant = context.services.edge.config.tenants[context.identity.tenant]
@@ -157,13 +162,23 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
         raise _invalid("params.message.role", "must be ROLE_USER")
     _check_message(params.message, "params.message", tenant.card.input_modes)
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
-    store, runner = context.services.store, context.services.runner
-    start = await store.start_turn(context.identity, params.message, push)
-    task = start.task
+    start = await context.services.store.start_turn(context.identity, params.message, push)
     if start.started:
-        runner.start(task.id)
+        context.services.runner.start(start.task.id)
+    return start
+
+
+async def send_message(context: CallContext, params: SendMessageRequest) -> dict[str, Any]:
+    """Start a task (or continue an interrupted one) exactly once per messageId."""
+    task = (await _accept(context, params)).task
+    configuration = params.configuration or SendMessageConfiguration()
     if not configuration.return_immediately:
+        store, runner = context.services.store, context.services.runner
+        tenant = context.services.edge.config.tenants[context.identity.tenant]
         await runner.wait_settled(task.id, tenant.max_wait_seconds)
+        answer = await store.message_answer(context.identity, task.id)
+        if answer is not None:
+            return {"message": to_wire(answer)}
         task = await store.get(context.identity, task.id)
     return {"task": to_wire(_trim(task, configuration.history_length))}
 
@@ -233,13 +248,77 @@ async def delete_push_config(
     return {}
 
 
-async def unsupported_streaming(context: CallContext, params: Any) -> Any:
-    """`SendStreamingMessage` and `SubscribeToTask` while the card says `streaming: false`:
-    UnsupportedOperation, as §3.3.4 requires (not "method not found")."""
-    raise UnsupportedOperation(
-        "Streaming is not supported by this agent (its card says capabilities.streaming: "
-        "false); use SendMessage with a push notification config, or GetTask"
-    )
+def _hub(context: CallContext) -> EventHub:
+    hub = context.services.streams
+    if hub is None:
+        # §3.3.4: UnsupportedOperation while the card says so (not "method not found").
+        raise UnsupportedOperation(
+            "Streaming is not supported by this agent (its card says capabilities.streaming: "
+            "false); use SendMessage with a push notification config, or GetTask"
+        )
+    return hub
+
+
+async def send_streaming_message(context: CallContext, params: SendMessageRequest) -> TaskStream:
+    """SendMessage, answered as a stream of the task's events: the task first, then its status
+    and artifact updates until it ends or asks for input. A retried send with `Last-Event-ID`
+    goes on from there (the messageId names the same task)."""
+    _hub(context)
+    task = (await _accept(context, params)).task
+    return await _task_stream(context, task.id, subscribing=False)
+
+
+async def subscribe_to_task(context: CallContext, params: SubscribeToTaskRequest) -> TaskStream:
+    """The stream of a running task: its snapshot first (or, with `Last-Event-ID`, the events
+    after that one), then its updates until it ends or asks for input."""
+    _hub(context)
+    _check_ids(("params.id", params.id, True))
+    return await _task_stream(context, params.id, subscribing=True)
+
+
+async def _task_stream(context: CallContext, task_id: str, *, subscribing: bool) -> TaskStream:
+    hub, store = _hub(context), context.services.store
+    heartbeat = context.services.edge.config.streaming.heartbeat_seconds
+    after = _last_event_id(context.last_event_id)
+    if after is None:
+        task, cursor = await store.stream_start(context.identity, task_id)
+        state = task.status.state
+        if subscribing and state.is_terminal:
+            raise UnsupportedOperation(
+                "The task has ended, so it has no more events to stream; GetTask returns it",
+                metadata={"taskId": task_id},
+            )
+        first = (cursor, json.dumps(to_wire(StreamResponse(task=task)), separators=(",", ":")))
+        if state.is_terminal or state.is_interrupted:
+            return TaskStream(hub, None, first, heartbeat)
+        return TaskStream(hub, hub.subscribe(task_id, cursor), first, heartbeat)
+    state, cursor = await store.latest_event(context.identity, task_id)
+    if after > cursor:
+        raise InvalidParams(
+            "Last-Event-ID is not an event of this task (its latest is "
+            f"{cursor}); reconnect without it for the task as it is now",
+            violations=[("Last-Event-ID", "not an event of this task")],
+        )
+    if after == cursor and (state.is_terminal or state.is_interrupted):
+        raise UnsupportedOperation(
+            "No events were missed and the task has no more to stream (it ended or waits for "
+            "input); GetTask returns it",
+            metadata={"taskId": task_id},
+        )
+    return TaskStream(hub, hub.subscribe(task_id, after), None, heartbeat)
+
+
+def _last_event_id(header: str | None) -> int | None:
+    """The `Last-Event-ID` a reconnecting client sends: an event number this server gave."""
+    if header is None:
+        return None
+    value = header.strip()
+    if not value.isascii() or not value.isdigit() or len(value) > 18:
+        raise InvalidParams(
+            "Last-Event-ID must be the id of an event this stream sent (a decimal number)",
+            violations=[("Last-Event-ID", "not an event id")],
+        )
+    return int(value)
 
 
 METHODS: Mapping[str, Method] = {
@@ -256,7 +335,6 @@ METHODS: Mapping[str, Method] = {
     "DeleteTaskPushNotificationConfig": Method(
         DeleteTaskPushNotificationConfigRequest, delete_push_config
     ),
-    # Their params are checked as the methods' own would be, then refused.
-    "SendStreamingMessage": Method(SendMessageRequest, unsupported_streaming),
-    "SubscribeToTask": Method(GetTaskRequest, unsupported_streaming),
+    "SendStreamingMessage": Method(SendMessageRequest, send_streaming_message),
+    "SubscribeToTask": Method(SubscribeToTaskRequest, subscribe_to_task),
 }

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from looping_core.runner import EmbeddedRunner
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
+    from looping_core.server._streams import EventHub
     from looping_core.store import TaskStore
 
 __all__ = ["SERVICES", "Services"]
@@ -23,7 +24,8 @@ __all__ = ["SERVICES", "Services"]
 @attrs.frozen
 class Services:
     """The edge (cards, keys, token policy), the method table, the connection guard, the task
-    store, the runner and the gateways' key-set cache."""
+    store, the runner, the gateways' key-set cache, and the event hub for streams (`None` when
+    `[streaming] enabled` is false)."""
 
     edge: Edge
     methods: Mapping[str, Method]
@@ -31,6 +33,7 @@ class Services:
     store: TaskStore
     runner: EmbeddedRunner
     jwks: JwksCache
+    streams: EventHub | None = None
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")

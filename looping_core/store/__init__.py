@@ -7,6 +7,8 @@
 - `TaskStore`: tasks, turns, push configs and the push outbox, scoped to the verified caller;
   what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors);
 - `SessionStore`: durable sessions, one per caller and conversation, messages in order;
+- task events: every status and artifact update, numbered per task (`TaskEvent`), for streams
+  that resume where they left off;
 - `SubtaskStore`: the subtasks of tasks' delegation plans, their states and results;
 - `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
 """
@@ -21,6 +23,7 @@ from looping_core.store._errors import (
     TaskNotFound,
     TurnRefused,
 )
+from looping_core.store._events import TaskEvent
 from looping_core.store._migrations import (
     Migration,
     MigrationStatus,
@@ -52,6 +55,7 @@ __all__ = [
     "StoreError",
     "StoreRefusal",
     "SubtaskStore",
+    "TaskEvent",
     "TaskNotCancelable",
     "TaskNotFound",
     "TaskStore",

@@ -17,6 +17,7 @@ import peewee
 from looping_core.contract import PluginStore
 from looping_core.store._models import (
     CORE_MODELS,
+    EVENT_MODELS,
     SESSION_MODELS,
     SUBTASK_MODELS,
     CoreMigration,
@@ -95,6 +96,17 @@ def _subtasks(db: peewee.Database) -> None:
     db.create_tables(list(SUBTASK_MODELS), safe=True)
 
 
+def _events(db: peewee.Database) -> None:
+    """Task events for streaming (numbered per task, resumable), and message answers."""
+    columns = {column.name for column in db.get_columns("tasks")}
+    if "event_seq" not in columns:
+        kind = "INTEGER" if isinstance(db, peewee.SqliteDatabase) else "BIGINT"  # as peewee's
+        db.execute_sql(f"ALTER TABLE tasks ADD COLUMN event_seq {kind} NOT NULL DEFAULT 0")  # type: ignore[no-untyped-call]
+    if "answer" not in columns:
+        db.execute_sql("ALTER TABLE tasks ADD COLUMN answer TEXT NOT NULL DEFAULT 'task'")  # type: ignore[no-untyped-call]
+    db.create_tables(list(EVENT_MODELS), safe=True)
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -104,6 +116,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(4, "task metadata", _task_metadata),
     Migration(5, "follow-ups to a running turn", _follow_ups),
     Migration(6, "subtasks of delegation plans", _subtasks),
+    Migration(7, "task events for streaming, and message answers", _events),
 )
 
 

@@ -11,6 +11,7 @@ import peewee
 
 __all__ = [
     "CORE_MODELS",
+    "EVENT_MODELS",
     "SESSION_MODELS",
     "SUBTASK_MODELS",
     "CoreMigration",
@@ -22,6 +23,7 @@ __all__ = [
     "SessionMessageRow",
     "SessionRow",
     "TaskArtifactRow",
+    "TaskEventRow",
     "TaskRow",
 ]
 
@@ -63,6 +65,11 @@ class TaskRow(_Base):
     """The task's metadata (JSON): what its last turn reported (usage, models, rounds)."""
     turn_message = peewee.TextField(null=True)
     """The messageId that began the task's current (or last) turn."""
+    event_seq = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+    """The sequence number of the task's latest event (0: none yet; see `TaskEventRow`)."""
+    answer = peewee.TextField(default="task", constraints=[peewee.SQL("DEFAULT 'task'")])
+    """How a blocking SendMessage answers once the turn ended: with the `task`, or with the
+    agent's reply as a direct `message` (the task record stays, for idempotency and history)."""
 
     class Meta:
         table_name = "tasks"
@@ -98,6 +105,22 @@ class TaskArtifactRow(_Base):
     class Meta:
         table_name = "artifacts"
         indexes = ((("task", "artifact_id"), True),)
+
+
+class TaskEventRow(_Base):
+    """One event of a task (a status or artifact update, as A2A streams it), numbered per task
+    from 1 in the order they happened: the SSE `id` a client resumes from (`Last-Event-ID`)."""
+
+    id = peewee.AutoField()
+    task = peewee.ForeignKeyField(TaskRow, backref="events", on_delete="CASCADE")
+    seq = peewee.BigIntegerField()
+    body = peewee.TextField()
+    """The `StreamResponse` JSON (one of `statusUpdate`, `artifactUpdate`)."""
+    created_ts = peewee.BigIntegerField()
+
+    class Meta:
+        table_name = "task_events"
+        indexes = ((("task", "seq"), True),)
 
 
 class PushConfigRow(_Base):
@@ -209,8 +232,10 @@ class SubtaskRow(_Base):
 SESSION_MODELS: tuple[type[peewee.Model], ...] = (SessionRow, SessionMessageRow)
 SUBTASK_MODELS: tuple[type[peewee.Model], ...] = (SubtaskRow,)
 
+EVENT_MODELS: tuple[type[peewee.Model], ...] = (TaskEventRow,)
+
 CORE_MODELS: tuple[type[peewee.Model], ...] = (
     TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt, *SESSION_MODELS,
-    *SUBTASK_MODELS,
+    *SUBTASK_MODELS, *EVENT_MODELS,
 )  # fmt: skip
 """The models migration 1 creates (the journal tables exist before any migration)."""

@@ -36,14 +36,16 @@ class OutboxItem:
 class Outbox(StoreBase):
     """Queueing pushes (store thread), and what the deliverer reads and records."""
 
-    def _queue_pushes(self, task_id: str) -> None:
+    def _queue_pushes(self, task_id: str, event: StreamResponse | None = None) -> None:
+        """Queue a push to each of the task's configs: `event`, or the task as it is now."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
         if not configs:
             return
-        snapshot = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
-        body = json.dumps(to_wire(snapshot), separators=(",", ":"))
+        if event is None:
+            event = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
+        body = json.dumps(to_wire(event), separators=(",", ":"))
         stamp = now_us()
         for config_id, config in configs:
             settings = json.loads(config)

@@ -28,8 +28,8 @@ from looping_core.a2a import (
 )
 from looping_core.contract import Identity
 from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
+from looping_core.store._events import Events
 from looping_core.store._models import TaskRow
-from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import NON_TERMINAL, RUNNING, Head, dump, now_us, timestamp
 
@@ -58,6 +58,12 @@ def _turn_message(task: Task, recorded: str | None) -> str:
     return next(m.message_id for m in reversed(task.history) if m.role is Role.ROLE_USER)
 
 
+def _addressed(message: Message | None, task_id: str, context_id: str) -> Message | None:
+    if message is None:
+        return None
+    return attrs.evolve(message, task_id=task_id, context_id=context_id)
+
+
 @attrs.frozen
 class TurnStart:
     """What `start_turn` did: the task, and whether this call began a turn or joined one."""
@@ -68,18 +74,21 @@ class TurnStart:
     """The message joined the turn the task is running (the runner takes it from there)."""
 
 
-class Turns(Outbox, PushConfigs):
+class Turns(Events, PushConfigs):
     async def start_turn(
         self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
         to an interrupted one. A duplicate returns the first task and starts nothing."""
         try:
-            return await self._db.run(self._start_turn, caller, message, push)
+            start = await self._db.run(self._start_turn, caller, message, push)
         except peewee.IntegrityError:
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
-            return await self._db.run(self._start_turn, caller, message, push)
+            start = await self._db.run(self._start_turn, caller, message, push)
+        if start.started and message.task_id:
+            self._events_written(start.task.id)  # the follow-up's SUBMITTED
+        return start
 
     def _start_turn(
         self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
@@ -155,6 +164,7 @@ class Turns(Outbox, PushConfigs):
         ).rowcount
         if updated != 1:
             raise TurnRefused("The task changed state; fetch it and try again")
+        self._status_event(head.id, TaskState.TASK_STATE_SUBMITTED, None, stamp)
 
     @staticmethod
     def _check_follow_up(message: Message, head: Head) -> None:
@@ -178,13 +188,16 @@ class Turns(Outbox, PushConfigs):
         artifacts: Sequence[Artifact] = (),
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
+        answer_with_message: bool = False,
     ) -> bool:
         """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
         when given, becomes the task's. With `taken_through` (the last message a turn took), only
         if no follow-up joined after it: a turn never ends over a message it has not seen.
+        `answer_with_message`: a blocking SendMessage answers with `reply` as a direct message.
 
-        One guarded UPDATE decides; artifacts, the agent's reply and the pushes for terminal and
-        interrupted states are written in the same transaction. Returns whether this call won.
+        One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
+        pushes for terminal and interrupted states are written in the same transaction. Returns
+        whether this call won.
         """
         write = functools.partial(
             self._transition,
@@ -194,8 +207,12 @@ class Turns(Outbox, PushConfigs):
             artifacts=tuple(artifacts),
             metadata=metadata,
             taken_through=taken_through,
+            answer_with_message=answer_with_message,
         )
-        return await self._db.run(write, task_id, to)
+        won = await self._db.run(write, task_id, to)
+        if won:
+            self._events_written(task_id)
+        return won
 
     def _transition(
         self,
@@ -208,6 +225,7 @@ class Turns(Outbox, PushConfigs):
         artifacts: tuple[Artifact, ...],
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
+        answer_with_message: bool = False,
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
@@ -222,7 +240,17 @@ class Turns(Outbox, PushConfigs):
                 " AND seq > (SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?))"
             )
             unseen_args = (taken_through,)
+        stamp = now_us()
         with self._db.write():
+            owner = self._sql(
+                "SELECT tenant, issuer, subject, context_id FROM tasks WHERE id = ?", (task_id,)
+            ).fetchone()
+            if owner is None:
+                return False
+            tenant, issuer, subject, context_id = owner
+            # The agent's messages carry their task and context, as A2A asks of a server's.
+            status_message = _addressed(status_message, task_id, context_id)
+            reply = _addressed(reply, task_id, context_id)
             won = (
                 self._sql(
                     "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
@@ -230,7 +258,7 @@ class Turns(Outbox, PushConfigs):
                     (
                         to.value,
                         dump(status_message) if status_message else None,
-                        now_us(),
+                        stamp,
                         task_id,
                         *(state.value for state in allowed_from),
                         *unseen_args,
@@ -245,22 +273,22 @@ class Turns(Outbox, PushConfigs):
                     "UPDATE tasks SET metadata = ? WHERE id = ?",
                     (json.dumps(dict(metadata), separators=(",", ":")), task_id),
                 )
+            if answer_with_message and reply is not None:
+                self._sql("UPDATE tasks SET answer = 'message' WHERE id = ?", (task_id,))
             for artifact in artifacts:
                 self._sql(
                     "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
                     " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
                     (task_id, artifact.artifact_id, dump(artifact)),
                 )
+                self._artifact_event(task_id, artifact, stamp)
             if reply is not None:
-                tenant, issuer, subject, context_id = self._sql(
-                    "SELECT tenant, issuer, subject, context_id FROM tasks WHERE id = ?", (task_id,)
-                ).fetchone()
-                message = attrs.evolve(reply, task_id=task_id, context_id=context_id)
                 self._sql(
                     "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (task_id, tenant, issuer, subject, message.message_id, dump(message)),
+                    (task_id, tenant, issuer, subject, reply.message_id, dump(reply)),
                 )
+            self._status_event(task_id, to, status_message, stamp)
             if to in _NOTIFY:
                 self._queue_pushes(task_id)
             return True
@@ -271,13 +299,14 @@ class Turns(Outbox, PushConfigs):
         by another runner)."""
 
         def begin() -> BegunTurn | None:
+            stamp = now_us()
             with self._db.write():
                 won = (
                     self._sql(
                         "UPDATE tasks SET state = ?, status_ts = ? WHERE id = ? AND state = ?",
                         (
                             TaskState.TASK_STATE_WORKING.value,
-                            now_us(),
+                            stamp,
                             task_id,
                             TaskState.TASK_STATE_SUBMITTED.value,
                         ),
@@ -286,6 +315,7 @@ class Turns(Outbox, PushConfigs):
                 )
                 if not won:
                     return None
+                self._status_event(task_id, TaskState.TASK_STATE_WORKING, None, stamp)
                 *owner, turn_message = self._sql(
                     "SELECT tenant, issuer, subject, turn_message FROM tasks WHERE id = ?",
                     (task_id,),
@@ -293,7 +323,10 @@ class Turns(Outbox, PushConfigs):
                 task = self._snapshot(task_id, None, include_artifacts=False)
                 return BegunTurn(task, Identity(*owner), _turn_message(task, turn_message))
 
-        return await self._db.run(begin)
+        begun = await self._db.run(begin)
+        if begun is not None:
+            self._events_written(task_id)
+        return begun
 
     async def arrivals(self, task_id: str, after: str) -> list[Message]:
         """The follow-ups that joined the task's turn after message `after`, oldest first."""
@@ -337,7 +370,10 @@ class Turns(Outbox, PushConfigs):
                     )
                 return won
 
-        return await self._db.run(write)
+        won = await self._db.run(write)
+        if won:
+            self._events_written(task_id)
+        return won
 
     async def cancel(
         self, caller: Identity, task_id: str, status_message: Message | None = None
@@ -347,7 +383,9 @@ class Turns(Outbox, PushConfigs):
 
         Returns the updated task and whether this call's write won (a racing completion may win).
         """
-        return await self._db.run(self._cancel, caller, task_id, status_message)
+        canceled = await self._db.run(self._cancel, caller, task_id, status_message)
+        self._events_written(task_id)
+        return canceled
 
     def _cancel(
         self, caller: Identity, task_id: str, status_message: Message | None
@@ -366,6 +404,24 @@ class Turns(Outbox, PushConfigs):
         if not won:
             raise TaskNotCancelable(task_id)
         return self._snapshot(task_id, None, include_artifacts=True), won
+
+    async def message_answer(self, caller: Identity, task_id: str) -> Message | None:
+        """The agent's reply, if the caller's task ended answering with a direct message (its
+        `contextId`, no `taskId`: to the caller it is a message, not a task)."""
+
+        def read() -> Message | None:
+            head = self._owned(caller, task_id)
+            (answer,) = self._sql("SELECT answer FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if answer != "message" or not TaskState(head.state).is_terminal:
+                return None
+            row = self._sql(
+                "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC LIMIT 1",
+                (task_id,),
+            ).fetchone()
+            reply = from_wire(json.loads(row[0]), Message)
+            return attrs.evolve(reply, task_id="") if reply.role is Role.ROLE_AGENT else None
+
+        return await self._db.run(read)
 
     async def unfinished(self) -> list[str]:
         """This worker's tasks a crash may have left SUBMITTED or WORKING, oldest first."""

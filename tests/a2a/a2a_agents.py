@@ -8,6 +8,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 from looping_core.agent import (
     Agent,
     AgentContext,
@@ -82,6 +84,33 @@ class HoldingAgent(Agent):
             reply=(TextBlock("done"),),
             artifacts=(ArtifactOut(name="held", blocks=(TextBlock(text),)),),
         )
+
+
+class ProgressAgent(Agent):
+    """`steps:<key>`: says what it does, streams an artifact in three quick chunks, says more,
+    then holds until `RELEASE[key]` is set and completes with the artifact whole."""
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        key = text_of(turn).removeprefix("steps:")
+        await turn.progress(TextBlock("looking"))
+        answer = ArtifactOut(name="answer", blocks=(TextBlock("a"),))
+        assert turn.events is not None
+        await turn.events.artifact(answer, append=True)
+        for chunk in ("b", "c"):
+            await turn.events.artifact(
+                attrs.evolve(answer, blocks=(TextBlock(chunk),)), append=True
+            )
+        await turn.progress(TextBlock("writing"))
+        await RELEASE.setdefault(key, asyncio.Event()).wait()
+        whole = attrs.evolve(answer, blocks=(TextBlock("abc"),))
+        return TurnResult(reply=(TextBlock("done"),), artifacts=(whole,))
+
+
+class DirectAgent(Agent):
+    """Answers with a direct message, not a task."""
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        return TurnResult(reply=(TextBlock(f"hi, {text_of(turn)}"),), direct_message=True)
 
 
 CONTEXTS: dict[str, AgentContext] = {}

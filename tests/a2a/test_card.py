@@ -69,7 +69,7 @@ async def test_stub_card_describes_the_deployment(agent: RunningAgent) -> None:
     assert card["capabilities"] == {
         "extendedAgentCard": True,
         "pushNotifications": True,
-        "streaming": False,
+        "streaming": True,
     }
     scheme = card["securitySchemes"]["gatewayToken"]["httpAuthSecurityScheme"]
     assert (scheme["scheme"], scheme["bearerFormat"]) == ("Bearer", "JWT")

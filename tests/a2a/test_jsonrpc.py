@@ -103,23 +103,6 @@ async def test_v03_method_names_are_unknown_with_a_hint(
     assert "A2A 0.3 name" in error["message"]
 
 
-@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
-async def test_streaming_methods_are_unsupported_while_the_card_says_so(
-    agent: RunningAgent, gateway: FakeGateway, method: str
-) -> None:
-    token = gateway.token(tenant="alice", aud=agent.endpoint)
-    params = {
-        "SendStreamingMessage": {
-            "tenant": "alice",
-            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
-        },
-        "SubscribeToTask": {"tenant": "alice", "id": "some-task"},
-    }[method]
-    _, _, body = await agent.rpc(method, params, token=token)
-    error = assert_error(body, -32004, "UNSUPPORTED_OPERATION")
-    assert "streaming" in error["message"].lower()
-
-
 async def test_params_must_be_an_object(agent: RunningAgent) -> None:
     _, _, body = await agent.rpc("GetExtendedAgentCard", ["alice"])  # type: ignore[arg-type]
     error = assert_error(body, -32602, "INVALID_PARAMS")

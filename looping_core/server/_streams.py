@@ -1,0 +1,181 @@
+"""Streams of task events: one hub per server process, and what a streaming method answers.
+
+Every event of a task is in the store, numbered per task (`looping_core.store` events). A stream
+is a cursor over them: the hub reads each subscribed task's events past the lowest cursor of its
+subscribers and hands each subscriber those past its own. It reads at once when this process
+wrote events of a subscribed task, and every `poll_seconds` for what other processes wrote; so
+a stream sees every event once and in order, whichever process or machine runs the turn.
+
+A subscriber that does not read is dropped once `buffer_events` wait for it: its stream ends,
+the turn and the other subscribers never wait, and the client resumes with `Last-Event-ID`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import attrs
+
+from looping_core.config import StreamingConfig
+from looping_core.store import TaskEvent, TaskStore
+
+__all__ = ["EventHub", "Subscription", "TaskStream"]
+
+_log = logging.getLogger("looping_core.streams")
+
+
+class _End(Exception):
+    """Why a subscription ended early: dropped (too slow) or the server is stopping."""
+
+
+class Subscription:
+    """One stream's place in one task's events: those after `cursor`, waiting to be sent."""
+
+    def __init__(self, task_id: str, cursor: int, buffer: int) -> None:
+        self.task_id = task_id
+        self.cursor = cursor
+        """The number of the last event given to this subscriber."""
+        self._queue: asyncio.Queue[TaskEvent | _End] = asyncio.Queue(maxsize=buffer + 1)
+        self._buffer = buffer
+        self.ended: str | None = None
+
+    def offer(self, event: TaskEvent) -> None:
+        """Queue `event` if it is the next one; drop the subscriber when too many wait."""
+        if self.ended is not None or event.seq <= self.cursor:
+            return
+        if self._queue.qsize() >= self._buffer:
+            self.end("dropped: it read too slowly")
+            return
+        self._queue.put_nowait(event)
+        self.cursor = event.seq
+
+    def end(self, why: str) -> None:
+        if self.ended is None:
+            self.ended = why
+            self._queue.put_nowait(_End(why))  # the one slot kept free for it
+
+    async def next(self, timeout: float) -> TaskEvent | None:
+        """The next event; `None` after `timeout` seconds without one; `_End` when ended."""
+        try:
+            async with asyncio.timeout(timeout):
+                item = await self._queue.get()
+        except TimeoutError:
+            return None
+        if isinstance(item, _End):
+            raise item
+        return item
+
+
+class EventHub:
+    """This process's subscriptions to task events, fed from the store."""
+
+    def __init__(self, store: TaskStore, config: StreamingConfig) -> None:
+        self._store = store
+        self._config = config
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._wake = asyncio.Event()
+        self._reader: asyncio.Task[None] | None = None
+        store.watch_events(self.written)
+
+    def start(self) -> None:
+        self._reader = asyncio.create_task(self._read_forever(), name="looping-event-hub")
+
+    def end_streams(self, why: str) -> None:
+        """End every stream now (each ends after the events it was given)."""
+        for subscribers in list(self._subscribers.values()):
+            for subscription in subscribers:
+                subscription.end(why)
+
+    async def close(self) -> None:
+        """End every stream and stop reading."""
+        self.end_streams("the server is stopping")
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    def subscribe(self, task_id: str, after: int) -> Subscription:
+        """A subscription to the task's events numbered above `after` (stored ones first)."""
+        subscription = Subscription(task_id, after, self._config.buffer_events)
+        self._subscribers.setdefault(task_id, set()).add(subscription)
+        self._wake.set()
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(subscription.task_id)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscribers[subscription.task_id]
+
+    def written(self, task_id: str) -> None:
+        """This process wrote events of `task_id` (the store calls this)."""
+        if task_id in self._subscribers:
+            self._wake.set()
+
+    async def _read_forever(self) -> None:
+        while True:
+            if self._subscribers:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._config.poll_seconds):
+                        await self._wake.wait()
+            else:
+                await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._read()
+            except Exception:
+                _log.exception("reading task events failed; trying again")
+                await asyncio.sleep(self._config.poll_seconds)
+
+    async def _read(self) -> None:
+        cursors = {
+            task_id: min(s.cursor for s in subscribers)
+            for task_id, subscribers in self._subscribers.items()
+            if subscribers
+        }
+        for event in await self._store.events_after(cursors):
+            for subscription in list(self._subscribers.get(event.task_id, ())):
+                subscription.offer(event)
+                if subscription.ended is not None:
+                    self.unsubscribe(subscription)
+
+
+@attrs.frozen
+class TaskStream:
+    """What a streaming method answers: `first` (the task snapshot's JSON and its event number,
+    when the stream starts one), then the task's events until one ends the stream."""
+
+    hub: EventHub
+    subscription: Subscription | None
+    """`None`: the task had ended or asked for input at the snapshot; nothing follows it."""
+    first: tuple[int, str] | None
+    heartbeat_seconds: float
+
+    async def events(self) -> AsyncIterator[tuple[int, str] | None]:
+        """`(number, StreamResponse JSON)` per event, `None` for a heartbeat; ends after an
+        event that ends the stream, or when the subscription ends (dropped, server stopping)."""
+        subscription = self.subscription
+        try:
+            if self.first is not None:
+                yield self.first
+            if subscription is None:
+                return
+            while True:
+                try:
+                    event = await subscription.next(self.heartbeat_seconds)
+                except _End as end:
+                    _log.info("stream of task %s ended: %s", subscription.task_id, end)
+                    return
+                if event is None:
+                    yield None
+                    continue
+                yield event.seq, event.body
+                if event.closes_stream:
+                    return
+        finally:
+            if subscription is not None:
+                self.hub.unsubscribe(subscription)

@@ -1,0 +1,198 @@
+"""Task events: every status and artifact update of a task, numbered per task from 1, written in
+the same transaction as the change it reports. A stream sends each with its number as the SSE
+`id`, so a client that reconnects with `Last-Event-ID` gets exactly what it missed, whichever
+process or machine made the change.
+
+The number comes from `tasks.event_seq`, incremented by the same statement that locks the task's
+row: two writers of one task take their numbers in the order they commit, so a reader that has
+seen number n of a task never later finds a smaller one appear.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+
+import attrs
+
+from looping_core.a2a import (
+    Artifact,
+    Message,
+    StreamResponse,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from looping_core.contract import Identity
+from looping_core.store._outbox import Outbox
+from looping_core.store._rows import dump, now_us, timestamp
+
+__all__ = ["Events", "TaskEvent"]
+
+_CHUNK = 200
+"""Tasks per query when reading several tasks' events (well under any placeholder limit)."""
+
+
+@attrs.frozen
+class TaskEvent:
+    """One stored event: its task, its number, and its `StreamResponse` JSON as stored."""
+
+    task_id: str
+    seq: int
+    body: str
+
+    @property
+    def closes_stream(self) -> bool:
+        """A status update to a terminal or interrupted state: a stream ends after it."""
+        status = json.loads(self.body).get("statusUpdate", {}).get("status", {})
+        state = TaskState.__members__.get(status.get("state", ""))
+        return state is not None and (state.is_terminal or state.is_interrupted)
+
+
+class Events(Outbox):
+    """Writing events (store thread, inside the write that makes the change), reading them back,
+    and telling this process's listeners (a stream hub) which tasks have new ones."""
+
+    _event_listeners: list[Callable[[str], None]]
+
+    def watch_events(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(task_id)` on the event loop after this process wrote events of a task
+        (other processes' events are found by reading: `events_after`)."""
+        if not hasattr(self, "_event_listeners"):
+            self._event_listeners = []
+        self._event_listeners.append(listener)
+
+    def _events_written(self, task_id: str) -> None:
+        for listener in getattr(self, "_event_listeners", ()):
+            listener(task_id)
+
+    def _next_event(self, task_id: str, *, while_in: TaskState | None = None) -> tuple[int, str]:
+        """Take the task's next event number (locking its row), with its contextId; `(0, "")`
+        when `while_in` is given and the task is not in that state."""
+        guard, args = ("", ()) if while_in is None else (" AND state = ?", (while_in.value,))
+        row = self._sql(
+            "UPDATE tasks SET event_seq = event_seq + 1"
+            f" WHERE id = ?{guard} RETURNING event_seq, context_id",
+            (task_id, *args),
+        ).fetchone()
+        return (int(row[0]), row[1]) if row is not None else (0, "")
+
+    def _insert_event(self, task_id: str, seq: int, event: StreamResponse, stamp: int) -> None:
+        self._sql(
+            "INSERT INTO task_events (task_id, seq, body, created_ts) VALUES (?, ?, ?, ?)",
+            (task_id, seq, dump(event), stamp),
+        )
+
+    def _artifact_event(
+        self, task_id: str, artifact: Artifact, stamp: int, *, append: bool = False
+    ) -> None:
+        seq, context_id = self._next_event(task_id)
+        update = TaskArtifactUpdateEvent(task_id, context_id, artifact, append=append)
+        self._insert_event(task_id, seq, StreamResponse(artifact_update=update), stamp)
+
+    def _status_event(
+        self, task_id: str, state: TaskState, message: Message | None, stamp: int
+    ) -> StreamResponse:
+        seq, context_id = self._next_event(task_id)
+        status = TaskStatus(state=state, message=message, timestamp=timestamp(stamp))
+        event = StreamResponse(status_update=TaskStatusUpdateEvent(task_id, context_id, status))
+        self._insert_event(task_id, seq, event, stamp)
+        return event
+
+    async def stream_start(self, caller: Identity, task_id: str) -> tuple[Task, int]:
+        """The caller's task and the number of its latest event: a stream's first event, and
+        where it goes on from. The number is read first, so no event is missed (one that lands
+        in between is both in the snapshot and sent after it)."""
+
+        def read() -> tuple[Task, int]:
+            self._owned(caller, task_id)
+            (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return self._snapshot(task_id, None, include_artifacts=True), int(seq)
+
+        return await self._db.run(read)
+
+    async def latest_event(self, caller: Identity, task_id: str) -> tuple[TaskState, int]:
+        """The caller's task's state and the number of its latest event."""
+
+        def read() -> tuple[TaskState, int]:
+            head = self._owned(caller, task_id)
+            (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return TaskState(head.state), int(seq)
+
+        return await self._db.run(read)
+
+    async def events_after(self, cursors: Mapping[str, int]) -> list[TaskEvent]:
+        """The events of each task of `cursors` numbered above its cursor, in order per task."""
+
+        def read() -> list[TaskEvent]:
+            found: list[TaskEvent] = []
+            items = list(cursors.items())
+            for start in range(0, len(items), _CHUNK):
+                chunk = items[start : start + _CHUNK]
+                where = " OR ".join("(task_id = ? AND seq > ?)" for _ in chunk)
+                rows = self._sql(
+                    f"SELECT task_id, seq, body FROM task_events WHERE {where}"
+                    " ORDER BY task_id, seq",
+                    [value for pair in chunk for value in pair],
+                ).fetchall()
+                found += [TaskEvent(task_id, int(seq), body) for task_id, seq, body in rows]
+            return found
+
+        return await self._db.run(read) if cursors else []
+
+    async def progress(self, task_id: str, message: Message, *, push: bool) -> bool:
+        """A working task's status message (what the agent is doing): stored as the task's
+        status, recorded as an event, and pushed if `push`. `False` if the task is no longer
+        WORKING (canceled meanwhile), changing nothing."""
+
+        def write() -> bool:
+            with self._db.write():
+                stamp = now_us()
+                row = self._sql("SELECT context_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
+                if row is None:
+                    return False
+                addressed = attrs.evolve(message, task_id=task_id, context_id=row[0])
+                won = (
+                    self._sql(
+                        "UPDATE tasks SET status_message = ?, status_ts = ?"
+                        " WHERE id = ? AND state = ?",
+                        (dump(addressed), stamp, task_id, TaskState.TASK_STATE_WORKING.value),
+                    ).rowcount
+                    == 1
+                )
+                if not won:
+                    return False
+                event = self._status_event(task_id, TaskState.TASK_STATE_WORKING, message, stamp)
+                if push:
+                    self._queue_pushes(task_id, event)
+                return True
+
+        written = await self._db.run(write)
+        if written:
+            self._events_written(task_id)
+        return written
+
+    async def artifact_update(
+        self, task_id: str, artifact: Artifact, *, append: bool, last_chunk: bool
+    ) -> bool:
+        """An artifact (or a chunk of one) of a working task, as an event only: the turn's end
+        writes its artifacts whole. `False` if the task is no longer WORKING."""
+
+        def write() -> bool:
+            with self._db.write():
+                seq, context_id = self._next_event(task_id, while_in=TaskState.TASK_STATE_WORKING)
+                if not seq:
+                    return False
+                update = TaskArtifactUpdateEvent(
+                    task_id, context_id, artifact, append=append, last_chunk=last_chunk
+                )
+                event = StreamResponse(artifact_update=update)
+                self._insert_event(task_id, seq, event, now_us())
+                return True
+
+        written = await self._db.run(write)
+        if written:
+            self._events_written(task_id)
+        return written
