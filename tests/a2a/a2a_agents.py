@@ -88,7 +88,8 @@ class HoldingAgent(Agent):
 
 class ProgressAgent(Agent):
     """`steps:<key>`: says what it does, streams an artifact in three quick chunks, says more,
-    then holds until `RELEASE[key]` is set and completes with the artifact whole."""
+    then holds until `RELEASE[key]` is set (`steps:file:<path>`: until the file exists, for
+    servers in other processes) and completes with the artifact whole."""
 
     async def run(self, turn: TurnInput) -> TurnResult:
         key = text_of(turn).removeprefix("steps:")
@@ -101,7 +102,11 @@ class ProgressAgent(Agent):
                 attrs.evolve(answer, blocks=(TextBlock(chunk),)), append=True
             )
         await turn.progress(TextBlock("writing"))
-        await RELEASE.setdefault(key, asyncio.Event()).wait()
+        if key.startswith("file:"):
+            while not Path(key.removeprefix("file:")).exists():
+                await asyncio.sleep(0.02)
+        else:
+            await RELEASE.setdefault(key, asyncio.Event()).wait()
         whole = attrs.evolve(answer, blocks=(TextBlock("abc"),))
         return TurnResult(reply=(TextBlock("done"),), artifacts=(whole,))
 

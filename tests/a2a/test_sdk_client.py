@@ -1,14 +1,26 @@
-"""The official A2A SDK's client against our edge: card discovery and GetExtendedAgentCard."""
+"""The official A2A SDK's client against our edge: card discovery, GetExtendedAgentCard,
+streaming and resubscribing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import uuid
 
+import a2a_agents
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.errors import A2AClientError
-from a2a.types import GetExtendedAgentCardRequest
+from a2a.types import (
+    GetExtendedAgentCardRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskState,
+)
 from a2a.utils.signing import create_signature_verifier
 from jwt.api_jwk import PyJWK
 
@@ -58,3 +70,38 @@ async def test_the_sdk_client_without_a_token_is_refused(agent: RunningAgent) ->
         with pytest.raises(A2AClientError):
             await client.get_extended_agent_card(GetExtendedAgentCardRequest(tenant="alice"))
         await client.close()
+
+
+async def test_the_sdk_client_streams_a_send_and_resubscribes_to_a_running_task(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="hi")])
+    token = gateway.token(tenant="sdk", aud=agent.endpoint)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        client = await create_client(agent.base_url, ClientConfig(httpx_client=http))
+        events = [
+            event
+            async for event in client.send_message(
+                SendMessageRequest(tenant="sdk", message=message)
+            )
+        ]
+        await client.close()
+    assert events[0].HasField("task")
+    assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    artifacts = [e.artifact_update.artifact for e in events if e.HasField("artifact_update")]
+    assert [part.text for part in artifacts[0].parts] == ["hi (after 0)"]
+
+    hold = "sdk-hold-" + uuid.uuid4().hex
+    _, body = await gateway.send_turn(agent.endpoint, tenant="bob", text=hold)
+    task_id = body["result"]["task"]["id"]
+    token = gateway.token(tenant="bob", aud=agent.endpoint)
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        client = await create_client(agent.base_url, ClientConfig(httpx_client=http))
+        stream = client.subscribe(SubscribeToTaskRequest(tenant="bob", id=task_id))
+        first = await anext(stream)
+        assert first.task.id == task_id
+        a2a_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
+        rest = [event async for event in stream]
+        await client.close()
+    assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert rest[-1].status_update.task_id == task_id
