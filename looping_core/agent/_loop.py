@@ -35,6 +35,7 @@ from looping_core.agent._model import (
     ContextTooLong,
     ModelRequest,
     ModelResponse,
+    TextSink,
     ToolSpec,
     respond_with_fallback,
 )
@@ -137,6 +138,7 @@ async def run_tool_loop(
     actions: Sequence[ControlAction] = (),
     compactor: Compactor | None = None,
     inbox: Inbox | None = None,
+    on_text: TextSink | None = None,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
@@ -144,7 +146,8 @@ async def run_tool_loop(
 
     `compactor` keeps each request under the context window; `inbox` gives the messages the
     caller sent while the loop ran (already durable): they join the conversation before the next
-    model call, and an answer given while one waits is not the last word.
+    model call, and an answer given while one waits is not the last word. `on_text` is given
+    each response's text as it streams.
     """
     budget = budget or Budget()
     by_name = {tool.name: tool for tool in tools}
@@ -181,7 +184,7 @@ async def run_tool_loop(
             tools=() if last_call else specs,
             system=_with_note(request.system, budget_note) if last_call else request.system,
         )
-        step, response = await _ask(models, step, compactor)
+        step, response = await _ask(models, step, compactor, on_text)
         conversation[:] = step.messages
         served.append(response.served_by)
         usage = usage + (response.message.usage or Usage())
@@ -232,14 +235,17 @@ async def _dispatch(
 
 
 async def _ask(
-    models: Sequence[ChatModel], step: ModelRequest, compactor: Compactor | None
+    models: Sequence[ChatModel],
+    step: ModelRequest,
+    compactor: Compactor | None,
+    on_text: TextSink | None = None,
 ) -> tuple[ModelRequest, ModelResponse]:
     """The models' response to `step`, compacted first when it would not fit; a "context too
     long" error compacts and tries once more. Returns the request as it was sent."""
     if compactor is not None and compactor.over(step):
         step = attrs.evolve(step, messages=await compactor.compact(step))
     try:
-        response = await respond_with_fallback(models, step)
+        response = await respond_with_fallback(models, step, on_text)
     except ContextTooLong:
         if compactor is None:
             raise
@@ -247,7 +253,7 @@ async def _ask(
         if compacted == step.messages:
             raise
         step = attrs.evolve(step, messages=compacted)
-        response = await respond_with_fallback(models, step)
+        response = await respond_with_fallback(models, step, on_text)
     if compactor is not None:
         compactor.observe(step, response)
     return step, response

@@ -24,6 +24,7 @@ from __future__ import annotations
 import abc
 import logging
 import os
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,7 @@ from looping_core.agent._model import (
     ModelError,
     ModelRequest,
     ModelUnavailable,
+    TextSink,
 )
 from looping_core.agent._providers import ModelSetupError, chat_models
 from looping_core.agent._seam import (
@@ -79,6 +81,9 @@ class LoopingConfig:
     max_parallel_tools: int = 4
     answer_name: str = "answer"
     """The name of the artifact that carries the final answer."""
+    stream_answer: bool = True
+    """Stream each response's text into the answer artifact as it arrives (chunks for streams;
+    a later response replaces what an earlier one streamed, the final answer replaces all)."""
     actions: tuple[ControlAction, ...] = ()
     """Ways out of the loop the model may take: ask the caller for input, or decline."""
     compaction: Compaction = attrs.field(factory=Compaction)
@@ -201,6 +206,7 @@ class LoopingAgent(Agent):
                 return self._result(answered)
             conversation = (*conversation, *arrived)
         config = self._config
+        answer_id = str(uuid.uuid4())
         try:
             outcome = await run_tool_loop(
                 self._models,
@@ -215,6 +221,7 @@ class LoopingAgent(Agent):
                 actions=config.actions,
                 compactor=self._compactor(turn),
                 inbox=inbox,
+                on_text=self._answer_stream(turn, answer_id),
             )
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
@@ -235,7 +242,7 @@ class LoopingAgent(Agent):
                 return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words, metadata=report)
             return TurnResult(TurnOutcome.REJECTED, reply=words, metadata=report)
         return await self.turn_result(
-            turn, attrs.evolve(self._result(outcome.final.message), metadata=report)
+            turn, attrs.evolve(self._result(outcome.final.message, answer_id), metadata=report)
         )
 
     def turn_tools(self, turn: TurnInput) -> list[Tool]:
@@ -263,7 +270,20 @@ class LoopingAgent(Agent):
             on_displaced=tell,
         )
 
-    def _result(self, message: AssistantMessage) -> TurnResult:
+    def _answer_stream(self, turn: TurnInput, answer_id: str) -> TextSink | None:
+        """The turn's text as chunks of the answer artifact (the runner coalesces them)."""
+        events = turn.events
+        if events is None or not self._config.stream_answer:
+            return None
+        name = self._config.answer_name
+
+        async def chunk(text: str, starts: bool) -> None:
+            artifact = ArtifactOut(name=name, blocks=(TextBlock(text),), artifact_id=answer_id)
+            await events.artifact(artifact, append=not starts)
+
+        return chunk
+
+    def _result(self, message: AssistantMessage, answer_id: str | None = None) -> TurnResult:
         content = message.content
         refusal = tuple(block for block in content if isinstance(block, RefusalBlock))
         if refusal:
@@ -272,8 +292,10 @@ class LoopingAgent(Agent):
         if not answer:
             # The model gave nothing a caller could use.
             return TurnResult(TurnOutcome.FAILED, reason="MODEL_EMPTY_ANSWER")
-        name = self._config.answer_name
-        return TurnResult(reply=answer, artifacts=(ArtifactOut(name=name, blocks=answer),))
+        artifact = ArtifactOut(name=self._config.answer_name, blocks=answer)
+        if answer_id is not None:
+            artifact = attrs.evolve(artifact, artifact_id=answer_id)
+        return TurnResult(reply=answer, artifacts=(artifact,))
 
     def _tools(self, context: ToolContext | None) -> list[Tool]:
         if context is None:

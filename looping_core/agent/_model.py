@@ -12,7 +12,7 @@ the model's answer or a mistake in the request, and no other model would do bett
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
@@ -23,6 +23,7 @@ from looping_core.content import (
     AssistantMessage,
     Chunk,
     Message,
+    TextChunk,
     ToolUseBlock,
     Usage,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "ModelResponse",
     "ModelUnavailable",
     "StreamEnd",
+    "TextSink",
     "ToolSpec",
     "respond",
     "respond_with_fallback",
@@ -140,10 +142,19 @@ class ContextTooLong(ModelError):
     """The request does not fit the model's context window (the caller compacts and retries)."""
 
 
-async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
-    """The whole response of one model: its stream folded into an assistant message."""
+TextSink = Callable[[str, bool], Awaitable[None]]
+"""Where a response's text goes while it streams: `(text, starts)`, `starts` true for the first
+text of a response (a fallback model's answer starts again: what came before is void)."""
+
+
+async def respond(
+    model: ChatModel, request: ModelRequest, on_text: TextSink | None = None
+) -> ModelResponse:
+    """The whole response of one model: its stream folded into an assistant message. `on_text`
+    is given its text as it arrives."""
     accumulator = Accumulator(keep_bad_arguments=True)
     end: StreamEnd | None = None
+    starts = True
     try:
         async for event in model.stream(request):
             if end is not None:
@@ -152,6 +163,9 @@ async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
                 end = event
             else:
                 accumulator.feed(event)
+                if on_text is not None and isinstance(event, TextChunk) and event.text:
+                    await on_text(event.text, starts)
+                    starts = False
         blocks = accumulator.blocks()
     except AccumulatorError as exc:
         raise ModelError(model.label, f"malformed stream: {exc}") from None
@@ -169,7 +183,7 @@ async def respond(model: ChatModel, request: ModelRequest) -> ModelResponse:
 
 
 async def respond_with_fallback(
-    models: Sequence[ChatModel], request: ModelRequest
+    models: Sequence[ChatModel], request: ModelRequest, on_text: TextSink | None = None
 ) -> ModelResponse:
     """The first model's response, or, when it is unavailable, the next one's, in order.
 
@@ -181,7 +195,7 @@ async def respond_with_fallback(
     last: ModelUnavailable | None = None
     for model in models:
         try:
-            return await respond(model, request)
+            return await respond(model, request, on_text)
         except ModelUnavailable as exc:
             _log.warning("%s; trying the next model", exc)
             last = exc

@@ -377,7 +377,7 @@ class _TurnEvents:
             return
         waiting = self._waiting.get(artifact.artifact_id)
         if waiting is not None:
-            wire = attrs.evolve(waiting[0], parts=waiting[0].parts + parts)
+            wire = attrs.evolve(waiting[0], parts=_joined(waiting[0].parts, parts))
         self._waiting[artifact.artifact_id] = (wire, last_chunk)
         if last_chunk or self._coalesce <= 0:
             await self.flush()
@@ -400,6 +400,18 @@ class _TurnEvents:
                 await self._store.artifact_update(
                     self._task_id, artifact, append=True, last_chunk=last_chunk
                 )
+
+
+def _joined(first: tuple[Part, ...], then: tuple[Part, ...]) -> tuple[Part, ...]:
+    """Parts of two chunks as one: text running on from text is one text part."""
+    if first and then and _plain_text(first[-1]) and _plain_text(then[0]):
+        merged = Part(text=(first[-1].text or "") + (then[0].text or ""))
+        return (*first[:-1], merged, *then[1:])
+    return first + then
+
+
+def _plain_text(part: Part) -> bool:
+    return part.text is not None and not part.metadata and not part.filename
 
 
 class _TurnSession:

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
+from sse_support import open_stream, streaming_send
 
 from looping_core.agent import AgentLoadError, ModelSetupError
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
@@ -233,3 +234,30 @@ async def test_a_conversation_over_its_window_is_compacted_in_the_store(
         rows = connection.execute("SELECT COUNT(*) FROM session_messages").fetchone()
     assert rows == (2,)  # turn 2's question and answer; turn 1 left
     assert f"2 message(s) displaced from context {context_id} of tenant keeper" in caplog.text
+
+
+async def test_the_answer_streams_as_coalesced_chunks_of_its_artifact(
+    gateway: FakeGateway, model_server: FakeModelServer
+) -> None:
+    pieces = [f"w{i} " for i in range(100)]
+    model_server.replies += [Reply.tool_calls(("c1", "list_notes", {})), Reply.text(*pieces)]
+    async with serving(gateway, extra=keeper(model_server.base_url)) as agent:
+        params = streaming_send(gateway, "what notes?")
+        async with open_stream(
+            agent.endpoint, gateway, "SendStreamingMessage", params, tenant="keeper"
+        ) as stream:
+            events = await stream.rest()
+    assert events[-1].state == "TASK_STATE_COMPLETED"
+    updates = [e.result["artifactUpdate"] for e in events if e.kind == "artifactUpdate"]
+    *chunks, final = updates
+    answer = "".join(pieces)
+    # The final answer replaces whatever streamed; it is the artifact the task keeps.
+    assert "append" not in final
+    assert final["artifact"]["parts"] == [{"text": answer}]
+    assert {u["artifact"]["artifactId"] for u in updates} == {final["artifact"]["artifactId"]}
+    # The answer's text streamed first: it starts the artifact, then appends, in order.
+    assert "append" not in chunks[0]
+    assert all(chunk["append"] is True for chunk in chunks[1:])
+    streamed = "".join(p["text"] for chunk in chunks for p in chunk["artifact"]["parts"])
+    assert streamed == answer
+    assert len(chunks) < len(pieces)  # a hundred chunks, coalesced into far fewer events
