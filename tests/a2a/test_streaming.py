@@ -124,7 +124,7 @@ async def test_progress_and_artifact_chunks_stream_in_order_chunks_coalesced(
     assert progress[1]["parts"] == [{"text": "looking"}]
     chunk = events[3].result["artifactUpdate"]
     assert chunk["append"] is True  # three chunks close together: one event
-    assert chunk["artifact"]["parts"] == [{"text": "a"}, {"text": "b"}, {"text": "c"}]
+    assert chunk["artifact"]["parts"] == [{"text": "abc"}]  # text running on is one part
     whole = events[5].result["artifactUpdate"]
     assert "append" not in whole
     assert whole["artifact"]["artifactId"] == chunk["artifact"]["artifactId"]
