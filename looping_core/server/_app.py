@@ -271,7 +271,7 @@ def _services(
                 runner.watch_cancellations()
                 deliverer.start()
                 if hub is not None:
-                    hub.start()
+                    await hub.start()
                 try:
                     yield
                 finally:

@@ -3,8 +3,9 @@
 Every event of a task is in the store, numbered per task (`looping_core.store` events). A stream
 is a cursor over them: the hub reads each subscribed task's events past the lowest cursor of its
 subscribers and hands each subscriber those past its own. It reads at once when this process
-wrote events of a subscribed task, and every `poll_seconds` for what other processes wrote; so
-a stream sees every event once and in order, whichever process or machine runs the turn.
+wrote events of a subscribed task, or when PostgreSQL notifies it that another process did
+(LISTEN/NOTIFY), and every `poll_seconds` on SQLite for what other processes wrote; so a stream
+sees every event once and in order, whichever process or machine runs the turn.
 
 A subscriber that does not read is dropped once `buffer_events` wait for it: its stream ends,
 the turn and the other subscribers never wait, and the client resumes with `Last-Event-ID`.
@@ -25,6 +26,9 @@ from looping_core.store import TaskEvent, TaskStore
 __all__ = ["EventHub", "Subscription", "TaskStream"]
 
 _log = logging.getLogger("looping_core.streams")
+
+NOTIFIED_POLL_FACTOR = 10
+"""Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
 
 
 class _End(Exception):
@@ -78,9 +82,16 @@ class EventHub:
         self._subscribers: dict[str, set[Subscription]] = {}
         self._wake = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
+        self._poll_seconds = config.poll_seconds
         store.watch_events(self.written)
+        self._notices = store.event_notices(self.written, self._wake.set)
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Start reading (and, on PostgreSQL, listening: then polling is only a safety net,
+        every `NOTIFIED_POLL_FACTOR` times `poll_seconds`)."""
+        if self._notices is not None:
+            await self._notices.start()
+            self._poll_seconds = self._config.poll_seconds * NOTIFIED_POLL_FACTOR
         self._reader = asyncio.create_task(self._read_forever(), name="looping-event-hub")
 
     def end_streams(self, why: str) -> None:
@@ -92,6 +103,8 @@ class EventHub:
     async def close(self) -> None:
         """End every stream and stop reading."""
         self.end_streams("the server is stopping")
+        if self._notices is not None:
+            await self._notices.close()
         if self._reader is not None:
             self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -120,7 +133,7 @@ class EventHub:
         while True:
             if self._subscribers:
                 with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._config.poll_seconds):
+                    async with asyncio.timeout(self._poll_seconds):
                         await self._wake.wait()
             else:
                 await self._wake.wait()

@@ -10,10 +10,13 @@ seen number n of a task never later finds a smaller one appear.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import attrs
+import peewee
 
 from looping_core.a2a import (
     Artifact,
@@ -26,6 +29,7 @@ from looping_core.a2a import (
     TaskStatusUpdateEvent,
 )
 from looping_core.contract import Identity
+from looping_core.store._notify import EVENTS_CHANNEL, EventNotices
 from looping_core.store._outbox import Outbox
 from looping_core.store._rows import dump, now_us, timestamp
 
@@ -84,6 +88,24 @@ class Events(Outbox):
             "INSERT INTO task_events (task_id, seq, body, created_ts) VALUES (?, ?, ?, ?)",
             (task_id, seq, dump(event), stamp),
         )
+        if isinstance(self._db.peewee, peewee.PostgresqlDatabase):
+            # Sent when the transaction commits; other processes' streams wake at once.
+            self._sql("SELECT pg_notify(?, ?)", (EVENTS_CHANNEL, task_id))
+
+    def event_notices(
+        self, on_task: Callable[[str], None], on_missed: Callable[[], None]
+    ) -> EventNotices | None:
+        """What tells this process at once about events other processes wrote (PostgreSQL's
+        LISTEN/NOTIFY; not started); `None` on SQLite, where only reading finds them."""
+        database = self._db.peewee
+        if not isinstance(database, peewee.PostgresqlDatabase):
+            return None
+
+        def connect() -> Any:
+            psycopg2 = importlib.import_module("psycopg2")  # the postgres extra's driver
+            return psycopg2.connect(database=database.database, **database.connect_params)
+
+        return EventNotices(connect, on_task, on_missed)
 
     def _artifact_event(
         self, task_id: str, artifact: Artifact, stamp: int, *, append: bool = False

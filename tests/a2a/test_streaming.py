@@ -19,7 +19,7 @@ from test_tasks import call, send, wait_state
 from looping_core.server._services import SERVICES as SERVICES_KEY
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, serving
+from a2a_support import RunningAgent, serving, start_agent
 
 STREAM_TENANTS = """
 [tenants.steps]
@@ -383,3 +383,33 @@ async def test_progress_is_pushed_only_where_the_push_policy_says_so(
             else:
                 assert kinds == ["task"]
         gateway.pushes.clear()
+
+
+async def test_on_postgresql_another_process_is_notified_at_once(
+    gateway: FakeGateway, postgres_url: str
+) -> None:
+    """Two servers on one PostgreSQL store, polling only every few minutes: the stream on the
+    second still gets the first's events as they happen (LISTEN/NOTIFY wakes it)."""
+    slow_poll = "[streaming]\npoll_seconds = 30\n" + STREAM_TENANTS
+    runs, runs_listener = await start_agent(
+        [gateway.origin], store_url=postgres_url, extra=slow_poll, server='node = "a"'
+    )
+    reads, reads_listener = await start_agent(
+        [gateway.origin], store_url=postgres_url, extra=slow_poll, server='node = "b"'
+    )
+    try:
+        key = uuid.uuid4().hex
+        _, body = await gateway.send_turn(runs.endpoint, tenant="steps", text=f"steps:{key}")
+        task_id = body["result"]["task"]["id"]
+        async with open_stream(
+            reads.endpoint, gateway, "SubscribeToTask", {"id": task_id}, tenant="steps"
+        ) as stream:
+            first = await stream.next()
+            assert first is not None
+            release(key)
+            rest = await stream.rest(timeout=5)  # far below the poll interval
+        assert rest[-1].state == "TASK_STATE_COMPLETED"
+    finally:
+        for running, listener in ((reads, reads_listener), (runs, runs_listener)):
+            await running.session.close()
+            await listener.cleanup()
