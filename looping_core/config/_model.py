@@ -249,9 +249,10 @@ class StreamingConfig:
 
     enabled: bool = True
     """Serve the streaming methods (the card then says `streaming: true`)."""
-    poll_seconds: float = 0.1
-    """How often a server process looks for events other processes wrote (its own it sends
-    at once)."""
+    poll_seconds: float = 0.02
+    """How often a server process looks for events other processes wrote to a SQLite store
+    (its own it sends at once; PostgreSQL tells it at once). A look is one cheap check of
+    whether anyone else committed, and reads events only then."""
     buffer_events: int = 256
     """Events held for a subscriber that does not read; past that it is dropped (it resumes
     with `Last-Event-ID`), so a slow client never slows the turn or other subscribers."""

@@ -249,7 +249,7 @@ class EmbeddedRunner:
             if self._sessions
             else None
         )
-        events = _TurnEvents(self._store, task_id, self._push_progress, self._coalesce_seconds)
+        events = _TurnEvents(self._store, task, self._push_progress, self._coalesce_seconds)
         turn = TurnInput(
             events=events,
             task_id=task.id,
@@ -339,9 +339,10 @@ class _TurnEvents:
     an artifact wait up to `coalesce` seconds and go out as one event, so a fast model cannot
     flood the store; anything else first sends what waits, so events keep their order."""
 
-    def __init__(self, store: TaskStore, task_id: str, push: bool, coalesce: float) -> None:
+    def __init__(self, store: TaskStore, task: Task, push: bool, coalesce: float) -> None:
         self._store = store
-        self._task_id = task_id
+        self._task_id = task.id
+        self._context_id = task.context_id
         self._push = push
         self._coalesce = coalesce
         self._waiting: dict[str, tuple[Artifact, bool]] = {}
@@ -352,7 +353,11 @@ class _TurnEvents:
 
     async def progress(self, blocks: Sequence[Block]) -> None:
         await self.flush()
-        message = _agent_message(_parts(tuple(blocks)))
+        message = attrs.evolve(
+            _agent_message(_parts(tuple(blocks))),
+            task_id=self._task_id,
+            context_id=self._context_id,
+        )
         async with self._lock:
             await self._store.progress(self._task_id, message, push=self._push)
 

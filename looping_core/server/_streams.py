@@ -46,15 +46,20 @@ class Subscription:
         self._buffer = buffer
         self.ended: str | None = None
 
-    def offer(self, event: TaskEvent) -> None:
-        """Queue `event` if it is the next one; drop the subscriber when too many wait."""
+    def offer(self, event: TaskEvent) -> bool:
+        """Queue `event` if it is the next one (one already given is ignored); `False` when one
+        is missing before it (the hub reads the task again). A subscriber with too many events
+        waiting is dropped."""
         if self.ended is not None or event.seq <= self.cursor:
-            return
+            return True
+        if event.seq != self.cursor + 1:
+            return False
         if self._queue.qsize() >= self._buffer:
             self.end("dropped: it read too slowly")
-            return
+            return True
         self._queue.put_nowait(event)
         self.cursor = event.seq
+        return True
 
     def end(self, why: str) -> None:
         if self.ended is None:
@@ -80,11 +85,15 @@ class EventHub:
         self._store = store
         self._config = config
         self._subscribers: dict[str, set[Subscription]] = {}
+        self._dirty: set[str] = set()
+        """Subscribed tasks with events not read yet (new subscriptions, notified writes)."""
         self._wake = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
         self._poll_seconds = config.poll_seconds
+        self._scanned: int | None = None
+        """Where the look for other processes' events goes on from (SQLite's event ids)."""
         store.watch_events(self.written)
-        self._notices = store.event_notices(self.written, self._wake.set)
+        self._notices = store.event_notices(self.written, self._read_all)
 
     async def start(self) -> None:
         """Start reading (and, on PostgreSQL, listening: then polling is only a safety net,
@@ -92,6 +101,8 @@ class EventHub:
         if self._notices is not None:
             await self._notices.start()
             self._poll_seconds = self._config.poll_seconds * NOTIFIED_POLL_FACTOR
+        since = await self._store.events_since(None)
+        self._scanned = since[1] if since is not None else None
         self._reader = asyncio.create_task(self._read_forever(), name="looping-event-hub")
 
     def end_streams(self, why: str) -> None:
@@ -114,7 +125,7 @@ class EventHub:
         """A subscription to the task's events numbered above `after` (stored ones first)."""
         subscription = Subscription(task_id, after, self._config.buffer_events)
         self._subscribers.setdefault(task_id, set()).add(subscription)
-        self._wake.set()
+        self.written(task_id)
         return subscription
 
     def unsubscribe(self, subscription: Subscription) -> None:
@@ -125,34 +136,73 @@ class EventHub:
                 del self._subscribers[subscription.task_id]
 
     def written(self, task_id: str) -> None:
-        """This process wrote events of `task_id` (the store calls this)."""
+        """Events of `task_id` were written (this process's store, or a notice of another's)."""
         if task_id in self._subscribers:
+            self._dirty.add(task_id)
             self._wake.set()
 
+    def _read_all(self) -> None:
+        self._dirty.update(self._subscribers)
+        self._wake.set()
+
     async def _read_forever(self) -> None:
+        """Read what was written to subscribed tasks: those known to have new events at once,
+        in one query however many writes came meanwhile; and every `poll_seconds` what other
+        processes wrote (also while this process's own writes keep waking it)."""
+        loop = asyncio.get_running_loop()
+        looked = loop.time()
         while True:
             if self._subscribers:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll_seconds):
-                        await self._wake.wait()
+                remaining = looked + self._poll_seconds - loop.time()
+                if remaining > 0:
+                    with contextlib.suppress(TimeoutError):
+                        async with asyncio.timeout(remaining):
+                            await self._wake.wait()
+                if loop.time() >= looked + self._poll_seconds:
+                    looked = loop.time()
+                    await self._look_elsewhere()
             else:
                 await self._wake.wait()
+                looked = loop.time()
             self._wake.clear()
+            tasks, self._dirty = self._dirty, set()
             try:
-                await self._read()
+                await self._read(tasks)
             except Exception:
                 _log.exception("reading task events failed; trying again")
+                self._dirty |= tasks
                 await asyncio.sleep(self._config.poll_seconds)
 
-    async def _read(self) -> None:
+    async def _look_elsewhere(self) -> None:
+        """What other processes wrote: on SQLite the events committed since the last look (if
+        anyone else committed at all); elsewhere every subscribed task is read again."""
+        if self._scanned is None:
+            self._dirty.update(self._subscribers)
+            return
+        try:
+            since = await self._store.events_since(self._scanned)
+        except Exception:
+            _log.exception("looking for other processes' events failed")
+            self._dirty.update(self._subscribers)
+            return
+        if since is not None:
+            events, self._scanned = since
+            self._hand_out(events)
+
+    async def _read(self, tasks: set[str]) -> None:
         cursors = {
             task_id: min(s.cursor for s in subscribers)
-            for task_id, subscribers in self._subscribers.items()
-            if subscribers
+            for task_id in tasks
+            if (subscribers := self._subscribers.get(task_id))
         }
-        for event in await self._store.events_after(cursors):
+        self._hand_out(await self._store.events_after(cursors))
+
+    def _hand_out(self, events: list[TaskEvent]) -> None:
+        for event in events:
             for subscription in list(self._subscribers.get(event.task_id, ())):
-                subscription.offer(event)
+                if not subscription.offer(event):
+                    self._dirty.add(event.task_id)  # one before it is missing: read the task
+                    self._wake.set()
                 if subscription.ended is not None:
                     self.unsubscribe(subscription)
 

@@ -27,6 +27,7 @@ from looping_core.a2a import (
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
+    to_wire,
 )
 from looping_core.contract import Identity
 from looping_core.store._notify import EVENTS_CHANNEL, EventNotices
@@ -53,6 +54,10 @@ class TaskEvent:
         status = json.loads(self.body).get("statusUpdate", {}).get("status", {})
         state = TaskState.__members__.get(status.get("state", ""))
         return state is not None and (state.is_terminal or state.is_interrupted)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 class Events(Outbox):
@@ -83,10 +88,13 @@ class Events(Outbox):
         ).fetchone()
         return (int(row[0]), row[1]) if row is not None else (0, "")
 
-    def _insert_event(self, task_id: str, seq: int, event: StreamResponse, stamp: int) -> None:
+    def _insert_event(
+        self, task_id: str, seq: int, event: StreamResponse | str, stamp: int
+    ) -> None:
+        body = event if isinstance(event, str) else dump(event)
         self._sql(
             "INSERT INTO task_events (task_id, seq, body, created_ts) VALUES (?, ?, ?, ?)",
-            (task_id, seq, dump(event), stamp),
+            (task_id, seq, body, stamp),
         )
         if isinstance(self._db.peewee, peewee.PostgresqlDatabase):
             # Sent when the transaction commits; other processes' streams wake at once.
@@ -106,6 +114,33 @@ class Events(Outbox):
             return psycopg2.connect(database=database.database, **database.connect_params)
 
         return EventNotices(connect, on_task, on_missed)
+
+    async def events_since(self, after: int | None) -> tuple[list[TaskEvent], int] | None:
+        """Every event other processes committed after the event with store id `after`, in
+        commit order, and the id to go on from; `after=None` only finds that id. SQLite only:
+        its writers take turns, so ids are in commit order, and `data_version` (a counter of
+        other connections' commits, no table read) says cheaply whether there is anything to
+        read. `None` on PostgreSQL, where ids are not in commit order (it notifies instead)."""
+        if not isinstance(self._db.peewee, peewee.SqliteDatabase):
+            return None
+
+        def read() -> tuple[list[TaskEvent], int]:
+            (version,) = self._sql("PRAGMA data_version").fetchone()
+            if after is None:
+                self._data_version = version
+                (latest,) = self._sql("SELECT COALESCE(MAX(id), 0) FROM task_events").fetchone()
+                return [], int(latest)
+            if version == getattr(self, "_data_version", None):
+                return [], after
+            self._data_version = version
+            rows = self._sql(
+                "SELECT id, task_id, seq, body FROM task_events WHERE id > ? ORDER BY id",
+                (after,),
+            ).fetchall()
+            found = [TaskEvent(task_id, int(seq), body) for _, task_id, seq, body in rows]
+            return found, int(rows[-1][0]) if rows else after
+
+        return await self._db.run(read)
 
     def _artifact_event(
         self, task_id: str, artifact: Artifact, stamp: int, *, append: bool = False
@@ -165,28 +200,30 @@ class Events(Outbox):
         return await self._db.run(read) if cursors else []
 
     async def progress(self, task_id: str, message: Message, *, push: bool) -> bool:
-        """A working task's status message (what the agent is doing): stored as the task's
-        status, recorded as an event, and pushed if `push`. `False` if the task is no longer
-        WORKING (canceled meanwhile), changing nothing."""
+        """A working task's status message (what the agent is doing; addressed to the task: its
+        `taskId` and `contextId` set): stored as the task's status, recorded as an event, and
+        pushed if `push`. `False` if the task is no longer WORKING (canceled meanwhile)."""
 
         def write() -> bool:
+            stamp = now_us()
+            status = TaskStatus(TaskState.TASK_STATE_WORKING, message, timestamp(stamp))
+            update = TaskStatusUpdateEvent(task_id, message.context_id, status)
+            event = StreamResponse(status_update=update)
+            wire = to_wire(event)  # once: the event and the status message share it
             with self._db.write():
-                stamp = now_us()
-                row = self._sql("SELECT context_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
+                row = self._sql(
+                    "UPDATE tasks SET status_message = ?, status_ts = ?,"
+                    " event_seq = event_seq + 1 WHERE id = ? AND state = ? RETURNING event_seq",
+                    (
+                        _compact(wire["statusUpdate"]["status"]["message"]),
+                        stamp,
+                        task_id,
+                        TaskState.TASK_STATE_WORKING.value,
+                    ),
+                ).fetchone()
                 if row is None:
                     return False
-                addressed = attrs.evolve(message, task_id=task_id, context_id=row[0])
-                won = (
-                    self._sql(
-                        "UPDATE tasks SET status_message = ?, status_ts = ?"
-                        " WHERE id = ? AND state = ?",
-                        (dump(addressed), stamp, task_id, TaskState.TASK_STATE_WORKING.value),
-                    ).rowcount
-                    == 1
-                )
-                if not won:
-                    return False
-                event = self._status_event(task_id, TaskState.TASK_STATE_WORKING, message, stamp)
+                self._insert_event(task_id, int(row[0]), _compact(wire), stamp)
                 if push:
                     self._queue_pushes(task_id, event)
                 return True
