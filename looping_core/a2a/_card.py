@@ -100,9 +100,24 @@ def _skill(skill: SkillConfig) -> AgentSkill:
     )
 
 
+def _interfaces(config: Config, tenant: str = "") -> tuple[AgentInterface, ...]:
+    """JSON-RPC first (preferred), then HTTP+JSON; both carry the tenant (if any)."""
+    server = config.server
+    return (
+        AgentInterface(
+            url=server.endpoint_url, protocol_binding="JSONRPC", protocol_version="1.0",
+            tenant=tenant,
+        ),
+        AgentInterface(
+            url=server.rest_url, protocol_binding="HTTP+JSON", protocol_version="1.0",
+            tenant=tenant,
+        ),
+    )  # fmt: skip
+
+
 def _card(
     card: CardConfig,
-    interface: AgentInterface,
+    interfaces: tuple[AgentInterface, ...],
     skills: tuple[AgentSkill, ...],
     *,
     streaming: bool,
@@ -111,7 +126,7 @@ def _card(
     return AgentCard(
         name=card.name,
         description=card.description,
-        supported_interfaces=(interface,),
+        supported_interfaces=interfaces,
         version=card.version,
         capabilities=AgentCapabilities(
             streaming=streaming, push_notifications=True, extended_agent_card=True
@@ -125,7 +140,8 @@ def _card(
 
 
 def build_stub_card(config: Config) -> AgentCard:
-    """The public card: the deployment, one interface without a tenant, tenants named for humans."""
+    """The public card: the deployment, its interfaces without a tenant, tenants named for
+    humans."""
     names = ", ".join(
         f"{tenant_id} ({tenant.card.name})" for tenant_id, tenant in sorted(config.tenants.items())
     )
@@ -142,22 +158,14 @@ def build_stub_card(config: Config) -> AgentCard:
             tags=("directory",),
         ),
     )
-    interface = AgentInterface(
-        url=config.server.endpoint_url, protocol_binding="JSONRPC", protocol_version="1.0"
-    )
-    return _card(stub, interface, skills, streaming=config.streaming.enabled)
+    return _card(stub, _interfaces(config), skills, streaming=config.streaming.enabled)
 
 
 def build_tenant_card(config: Config, tenant_id: str, tenant: TenantConfig) -> AgentCard:
-    """A tenant's own card: its name, skills, and one interface carrying its `tenant`."""
-    interface = AgentInterface(
-        url=config.server.endpoint_url,
-        protocol_binding="JSONRPC",
-        protocol_version="1.0",
-        tenant=tenant_id,
-    )
+    """A tenant's own card: its name, skills, and its interfaces carrying its `tenant`."""
     skills = tuple(_skill(s) for s in tenant.card.skills)
-    return _card(tenant.card, interface, skills, streaming=config.streaming.enabled)
+    interfaces = _interfaces(config, tenant_id)
+    return _card(tenant.card, interfaces, skills, streaming=config.streaming.enabled)
 
 
 def canonical_card_bytes(card: Mapping[str, Any] | AgentCard) -> bytes:

@@ -37,6 +37,7 @@ __all__ = [
     "UnsupportedOperation",
     "VersionNotSupported",
     "error_object",
+    "rest_error",
 ]
 
 A2A_DOMAIN = "a2a-protocol.org"
@@ -145,24 +146,34 @@ class ErrorSpec:
     http_status: int = 200
     """JSON-RPC errors travel with HTTP 200, except where HTTP itself must say it (auth, size)."""
     domain: str = A2A_DOMAIN
+    rest: tuple[int, str] = (400, "FAILED_PRECONDITION")
+    """The HTTP+JSON binding's HTTP status and `google.rpc.Status` code (A2A 1.0.1 §5.4)."""
 
+
+_INVALID = (400, "INVALID_ARGUMENT")
 
 ERRORS: Mapping[type[RpcError], ErrorSpec] = {
-    ParseError: ErrorSpec(-32700, "PARSE_ERROR", "Invalid JSON payload"),
-    InvalidRequest: ErrorSpec(-32600, "INVALID_REQUEST", "Request payload validation error"),
-    MethodNotFound: ErrorSpec(-32601, "METHOD_NOT_FOUND", "Method not found"),
-    InvalidParams: ErrorSpec(-32602, "INVALID_PARAMS", "Invalid parameters"),
-    InternalError: ErrorSpec(-32603, "INTERNAL", "Internal error"),
-    TaskNotFound: ErrorSpec(-32001, "TASK_NOT_FOUND", "Task not found"),
+    ParseError: ErrorSpec(-32700, "PARSE_ERROR", "Invalid JSON payload", rest=_INVALID),
+    InvalidRequest: ErrorSpec(
+        -32600, "INVALID_REQUEST", "Request payload validation error", rest=_INVALID
+    ),
+    MethodNotFound: ErrorSpec(
+        -32601, "METHOD_NOT_FOUND", "Method not found", rest=(404, "NOT_FOUND")
+    ),
+    InvalidParams: ErrorSpec(-32602, "INVALID_PARAMS", "Invalid parameters", rest=_INVALID),
+    InternalError: ErrorSpec(-32603, "INTERNAL", "Internal error", rest=(500, "INTERNAL")),
+    TaskNotFound: ErrorSpec(-32001, "TASK_NOT_FOUND", "Task not found", rest=(404, "NOT_FOUND")),
     TaskNotCancelable: ErrorSpec(-32002, "TASK_NOT_CANCELABLE", "Task cannot be canceled"),
     PushNotificationNotSupported: ErrorSpec(
         -32003, "PUSH_NOTIFICATION_NOT_SUPPORTED", "Push notifications are not supported"
     ),
     UnsupportedOperation: ErrorSpec(-32004, "UNSUPPORTED_OPERATION", "Unsupported operation"),
     ContentTypeNotSupported: ErrorSpec(
-        -32005, "CONTENT_TYPE_NOT_SUPPORTED", "Content type not supported"
+        -32005, "CONTENT_TYPE_NOT_SUPPORTED", "Content type not supported", rest=_INVALID
     ),
-    InvalidAgentResponse: ErrorSpec(-32006, "INVALID_AGENT_RESPONSE", "Invalid agent response"),
+    InvalidAgentResponse: ErrorSpec(
+        -32006, "INVALID_AGENT_RESPONSE", "Invalid agent response", rest=(500, "INTERNAL")
+    ),
     ExtendedAgentCardNotConfigured: ErrorSpec(
         -32007, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", "Extended agent card not configured"
     ),
@@ -172,30 +183,22 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
     VersionNotSupported: ErrorSpec(-32009, "VERSION_NOT_SUPPORTED", "Version not supported"),
     # Not A2A errors: the transport's own refusals, in the implementation-defined -32000.
     Unauthenticated: ErrorSpec(
-        -32000, "UNAUTHENTICATED", "Unauthenticated", http_status=401, domain=LOOPING_DOMAIN
+        -32000, "UNAUTHENTICATED", "Unauthenticated", http_status=401, domain=LOOPING_DOMAIN,
+        rest=(401, "UNAUTHENTICATED"),
     ),
     PayloadTooLarge: ErrorSpec(
-        -32600,
-        "PAYLOAD_TOO_LARGE",
-        "Request body too large",
-        http_status=413,
-        domain=LOOPING_DOMAIN,
+        -32600, "PAYLOAD_TOO_LARGE", "Request body too large", http_status=413,
+        domain=LOOPING_DOMAIN, rest=(413, "INVALID_ARGUMENT"),
     ),
     RequestTimeout: ErrorSpec(
-        -32600,
-        "REQUEST_TIMEOUT",
-        "Request body not received in time",
-        http_status=408,
-        domain=LOOPING_DOMAIN,
+        -32600, "REQUEST_TIMEOUT", "Request body not received in time", http_status=408,
+        domain=LOOPING_DOMAIN, rest=(408, "DEADLINE_EXCEEDED"),
     ),
     UnsupportedMediaType: ErrorSpec(
-        -32600,
-        "UNSUPPORTED_MEDIA_TYPE",
-        "Content-Type must be application/json",
-        http_status=415,
-        domain=LOOPING_DOMAIN,
+        -32600, "UNSUPPORTED_MEDIA_TYPE", "Content-Type must be application/json",
+        http_status=415, domain=LOOPING_DOMAIN, rest=(415, "INVALID_ARGUMENT"),
     ),
-}
+}  # fmt: skip
 
 
 def spec_of(error: RpcError) -> ErrorSpec:
@@ -203,6 +206,23 @@ def spec_of(error: RpcError) -> ErrorSpec:
         if cls in ERRORS:
             return ERRORS[cls]
     return ERRORS[InternalError]
+
+
+def rest_error(error: RpcError) -> tuple[int, dict[str, Any]]:
+    """The HTTP+JSON binding's answer for `error`: its HTTP status and the `google.rpc.Status`
+    body (§11.6), with the same details as the JSON-RPC error."""
+    spec = spec_of(error)
+    http_status, status = spec.rest
+    document = error_object(error)
+    body = {
+        "error": {
+            "code": http_status,
+            "status": status,
+            "message": document["message"],
+            "details": document["data"],
+        }
+    }
+    return http_status, body
 
 
 def error_object(error: RpcError) -> dict[str, Any]:

@@ -125,6 +125,26 @@ def parse_envelope(body: bytes, methods: Mapping[str, Method]) -> tuple[RpcCall,
     return RpcCall(id=request_id, method=method_name, params=params), methods.get(method_name)
 
 
+def parse_body(body: bytes) -> dict[str, Any]:
+    """An HTTP+JSON request body: a JSON object held to the same grammar as JSON-RPC params
+    (depth, Unicode, numbers); `ParseError` or `InvalidParams` naming the field otherwise."""
+    try:
+        document = json.loads(body, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise InvalidRequest("The request is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ParseError(str(exc) if isinstance(exc, _NotJson) else None) from None
+    if not isinstance(document, dict):
+        raise InvalidParams(
+            "The request body must be a JSON object", violations=[("body", "expected an object")]
+        )
+    problem = json_problem(document)
+    if problem is not None:
+        field, description = problem
+        raise InvalidParams(f"Invalid parameters: {field}: {description}", violations=[problem])
+    return document
+
+
 def method_not_found(name: str) -> MethodNotFound:
     """The error for a method the table lacks, with a hint for A2A 0.3 names."""
     hint = (

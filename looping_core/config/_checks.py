@@ -56,6 +56,10 @@ def check_server(server: ServerConfig) -> list[str]:
         problems.append(f"port must be between 0 and 65535, got {server.port} @ $.server.port")
     if not server.rpc_path.startswith("/"):
         problems.append("rpc_path must start with '/' @ $.server.rpc_path")
+    if not server.rest_path.startswith("/") or server.rest_path.endswith("/"):
+        problems.append("rest_path must start with '/' and not end with one @ $.server.rest_path")
+    elif server.rest_path in (server.rpc_path, "/.well-known"):
+        problems.append("rest_path must differ from rpc_path and /.well-known @ $.server.rest_path")
     if server.node is not None and not NODE.match(server.node):
         problems.append(
             "node must be 1 to 128 letters, digits, '.', '_', ':' or '-' @ $.server.node"

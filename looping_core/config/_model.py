@@ -48,6 +48,10 @@ class ServerConfig:
     public_url: str | None = None
     """The externally visible base URL; defaults to `http://{host}:{port}`."""
     rpc_path: str = "/a2a"
+    """Where the JSON-RPC binding is served (the first interface on the cards)."""
+    rest_path: str = "/rest"
+    """Where the HTTP+JSON binding is served: `{rest_path}/{tenant}/message:send` and the
+    rest (the second interface on the cards)."""
     max_body_bytes: int = 1_048_576
     """Requests with a larger body are refused before they are parsed."""
     workers: int = 1
@@ -74,6 +78,11 @@ class ServerConfig:
     def endpoint_url(self) -> str:
         """The JSON-RPC endpoint: what the card advertises and gateway tokens' `aud`."""
         return self.base_url + self.rpc_path
+
+    @property
+    def rest_url(self) -> str:
+        """The HTTP+JSON interface's URL: the `aud` of tokens for calls to it."""
+        return self.base_url + self.rest_path
 
 
 @attrs.frozen

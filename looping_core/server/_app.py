@@ -44,6 +44,7 @@ from looping_core.server._edge import (
     handle_rpc,
 )
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
+from looping_core.server._rest import handle_rest
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import EventHub
 from looping_core.store import (
@@ -100,6 +101,7 @@ def create_app(
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
+    app.router.add_route("*", config.server.rest_path + "{tail:(/.*)?}", handle_rest)
     app.cleanup_ctx.append(
         _services(
             config,

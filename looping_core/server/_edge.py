@@ -62,7 +62,23 @@ from looping_core.contract import Identity
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import TaskStream
 
-__all__ = ["CallContext", "Edge", "build_edge", "handle_agent_card", "handle_jwks", "handle_rpc"]
+__all__ = [
+    "JSON_TYPES",
+    "CallContext",
+    "ClientGone",
+    "Edge",
+    "authenticate",
+    "build_edge",
+    "call_method",
+    "check_version",
+    "error_headers",
+    "handle_agent_card",
+    "handle_jwks",
+    "handle_rpc",
+    "read_body",
+    "rpc_error_of",
+    "write_stream",
+]
 
 _log = logging.getLogger("looping_core.a2a")
 
@@ -70,7 +86,7 @@ JWKS_PATH = "/.well-known/jwks.json"
 CARD_PATH = "/.well-known/agent-card.json"
 CACHE_CONTROL = "public, max-age=300"
 SUPPORTED_MAJOR = "1"
-_JSON_TYPES = ("application/json", "application/a2a+json")
+JSON_TYPES = ("application/json", "application/a2a+json")
 
 
 @attrs.frozen
@@ -83,6 +99,9 @@ class Edge:
     stub: SignedCard
     tenant_cards: Mapping[str, SignedCard]
     policy: TokenPolicy
+    """Tokens for the JSON-RPC binding: their `aud` is its endpoint."""
+    rest_policy: TokenPolicy
+    """Tokens for the HTTP+JSON binding: their `aud` is its URL (a token is for one binding)."""
     modified: datetime.datetime = attrs.field(
         factory=lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     )
@@ -132,6 +151,11 @@ def build_edge(
         },
         policy=TokenPolicy(
             endpoint=config.server.endpoint_url,
+            gateway_origins=config.security.gateway_origins,
+            leeway_seconds=config.security.token_leeway_seconds,
+        ),
+        rest_policy=TokenPolicy(
+            endpoint=config.server.rest_url,
             gateway_origins=config.security.gateway_origins,
             leeway_seconds=config.security.token_leeway_seconds,
         ),
@@ -188,11 +212,15 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
     request_id: RpcId = None
     try:
         services = request.app[SERVICES]
-        call, method = await _read_call(request, services)
+        if request.content_type not in JSON_TYPES:
+            raise UnsupportedMediaType()
+        call, method = parse_envelope(await read_body(request, services), services.methods)
         request_id = call.id
         result = await _dispatch(request, services, call, method)
         if isinstance(result, TaskStream):
-            return await _write_stream(request, request_id, result)
+            envelope = '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":'
+            failed = json.dumps(response(request_id, error=error_object(InternalError())))
+            return await write_stream(request, result, lambda body: f"{envelope}{body}}}", failed)
         return _json_response(response(request_id, result=result))
     except EnvelopeError as exc:
         return _error_response(exc.error, exc.request_id)
@@ -200,7 +228,7 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
         return _error_response(exc, request_id)
     except store.StoreRefusal as exc:
         return _error_response(rpc_error_of(exc), request_id)
-    except _ClientGone:
+    except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         return web.Response(status=400)  # nobody reads it
     except Exception:
@@ -208,12 +236,13 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
         return _error_response(InternalError(), request_id)
 
 
-async def _write_stream(
-    request: web.Request, request_id: RpcId, stream: TaskStream
+async def write_stream(
+    request: web.Request, stream: TaskStream, frame: Callable[[str], str], failed: str
 ) -> web.StreamResponse:
-    """Server-sent events, each a JSON-RPC response with the request's id and the event's
-    number as its SSE `id`; comments as heartbeats. Errors before this point were ordinary
-    JSON-RPC error bodies; one after it (the server failing) is an `error` event."""
+    """Server-sent events: each event's `StreamResponse` JSON in `frame` (a JSON-RPC response
+    with the request's id, or bare for HTTP+JSON), its number as the SSE `id`; comments as
+    heartbeats. Errors before this point were ordinary error bodies; the server failing after
+    it is an `error` event holding `failed`."""
     answer = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -222,41 +251,37 @@ async def _write_stream(
         }
     )
     await answer.prepare(request)
-    envelope = '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":'
     try:
         async for event in stream.events():
             if event is None:
                 await answer.write(b": keep-alive\n\n")
                 continue
             seq, body = event
-            await answer.write(f"id: {seq}\ndata: {envelope}{body}}}\n\n".encode())
+            await answer.write(f"id: {seq}\ndata: {frame(body)}\n\n".encode())
     except ConnectionError:  # aiohttp's ClientConnectionResetError is one
         _log.info("stream client %s went away", request.remote)
         return answer
     except Exception:
         _log.exception("stream of %s failed", request.path)
-        error = json.dumps(response(request_id, error=error_object(InternalError())))
         with contextlib.suppress(Exception):
-            await answer.write(f"event: error\ndata: {error}\n\n".encode())
+            await answer.write(f"event: error\ndata: {failed}\n\n".encode())
     with contextlib.suppress(Exception):
         await answer.write_eof()
     return answer
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """The client closed the connection before its body arrived: a client event, no error."""
 
 
-async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall, Method | None]:
-    if request.content_type not in _JSON_TYPES:
-        raise UnsupportedMediaType()
+async def read_body(request: web.Request, services: Services) -> bytes:
+    """The request body, within `[server] max_body_bytes` and `body_timeout_seconds`."""
     server = services.edge.config.server
     try:
         if request.content.is_eof():  # the usual case: the whole body came with the headers
-            body = await request.read()
-        else:
-            async with asyncio.timeout(server.body_timeout_seconds):
-                body = await request.read()
+            return await request.read()
+        async with asyncio.timeout(server.body_timeout_seconds):
+            return await request.read()
     except TimeoutError:
         _log.info("client %s sent its request body too slowly; refused", request.remote)
         raise RequestTimeout(
@@ -265,8 +290,7 @@ async def _read_call(request: web.Request, services: Services) -> tuple[RpcCall,
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"Request body larger than {server.max_body_bytes} bytes") from None
     except ConnectionError:
-        raise _ClientGone() from None
-    return parse_envelope(body, services.methods)
+        raise ClientGone() from None
 
 
 async def _dispatch(
@@ -277,8 +301,8 @@ async def _dispatch(
     edge = services.edge
     tenant = call.params.get("tenant")
     named = isinstance(tenant, str) and bool(tenant)
-    identity = await _authenticate(request, services, tenant if named else None)
-    _check_version(request)
+    identity = await authenticate(request, services, tenant if named else None, edge.policy)
+    check_version(request)
     if not named:
         raise InvalidParams(
             "params.tenant is required: this endpoint serves several agents and has no default",
@@ -291,6 +315,13 @@ async def _dispatch(
             "params.tenant: no such agent here",
             violations=[("params.tenant", "not an agent served here")],
         )
+    return await call_method(request, services, identity, call, method)
+
+
+async def call_method(
+    request: web.Request, services: Services, identity: Identity, call: RpcCall, method: Method
+) -> Any:
+    """Parse the call's params into the method's type and run its handler (both bindings)."""
     params = parse_params(call, method)
     context = CallContext(
         services=services,
@@ -300,7 +331,7 @@ async def _dispatch(
     return await method.handler(context, params)
 
 
-def _check_version(request: web.Request) -> None:
+def check_version(request: web.Request) -> None:
     version = request.headers.get("A2A-Version") or request.query.get("A2A-Version") or "0.3"
     major, _, _ = version.strip().partition(".")
     if major != SUPPORTED_MAJOR:
@@ -311,10 +342,13 @@ def _check_version(request: web.Request) -> None:
         )
 
 
-async def _authenticate(request: web.Request, services: Services, tenant: str | None) -> Identity:
-    """The verified caller. Without a `tenant` in the request, every check but the tenant's is
-    made (against the tenant the token names), so the request is still refused or authenticated
-    before anything else is answered."""
+async def authenticate(
+    request: web.Request, services: Services, tenant: str | None, policy: TokenPolicy
+) -> Identity:
+    """The verified caller (`policy`: the binding's, whose URL is the token's audience).
+    Without a `tenant` in the request, every check but the tenant's is made (against the tenant
+    the token names), so the request is still refused or authenticated before anything else is
+    answered."""
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
@@ -326,7 +360,7 @@ async def _authenticate(request: web.Request, services: Services, tenant: str | 
         return await verify_gateway_token(
             token.strip(),
             tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
-            policy=services.edge.policy,
+            policy=policy,
             jwks=services.jwks,
         )
     except TokenRejected as exc:
@@ -388,8 +422,9 @@ def _json_response(document: Mapping[str, Any], status: int = 200, **headers: st
     )
 
 
-def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
-    spec = spec_of(error)
+def error_headers(error: RpcError) -> dict[str, str]:
+    """HTTP headers an error needs in either binding: the bearer challenge of a refused token,
+    and closing a connection whose body came too slowly."""
     headers = {}
     if isinstance(error, Unauthenticated):
         check = error.metadata.get("check", "token-missing")
@@ -399,5 +434,9 @@ def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
         headers["WWW-Authenticate"] = challenge
     if isinstance(error, RequestTimeout):
         headers["Connection"] = "close"  # the rest of the body is not worth waiting for
+    return headers
+
+
+def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
     document = response(request_id, error=error_object(error))
-    return _json_response(document, status=spec.http_status, **headers)
+    return _json_response(document, status=spec_of(error).http_status, **error_headers(error))

@@ -63,8 +63,10 @@ async def test_stub_card_describes_the_deployment(agent: RunningAgent) -> None:
     assert headers["Content-Type"].startswith("application/json")
     assert headers["Cache-Control"] == "public, max-age=300"
     card = json.loads(body)
+    rest = agent.config.server.rest_url
     assert card["supportedInterfaces"] == [
-        {"url": agent.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+        {"url": agent.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+        {"url": rest, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
     ]
     assert card["capabilities"] == {
         "extendedAgentCard": True,
@@ -155,7 +157,13 @@ async def test_extended_card_for_the_tokens_tenant(
             "protocolBinding": "JSONRPC",
             "protocolVersion": "1.0",
             "tenant": "alice",
-        }
+        },
+        {
+            "url": agent.config.server.rest_url,
+            "protocolBinding": "HTTP+JSON",
+            "protocolVersion": "1.0",
+            "tenant": "alice",
+        },
     ]
     assert [skill["id"] for skill in card["skills"]] == ["notes"]
     assert empties(card) == []

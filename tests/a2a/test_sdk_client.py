@@ -4,6 +4,7 @@ streaming and resubscribing."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
 
@@ -13,7 +14,10 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
 from a2a.client.errors import A2AClientError
 from a2a.types import (
+    CancelTaskRequest,
     GetExtendedAgentCardRequest,
+    GetTaskRequest,
+    ListTasksRequest,
     Message,
     Part,
     Role,
@@ -21,6 +25,7 @@ from a2a.types import (
     SubscribeToTaskRequest,
     TaskState,
 )
+from a2a.utils.errors import TaskNotCancelableError
 from a2a.utils.signing import create_signature_verifier
 from jwt.api_jwk import PyJWK
 
@@ -105,3 +110,27 @@ async def test_the_sdk_client_streams_a_send_and_resubscribes_to_a_running_task(
         await client.close()
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
     assert rest[-1].status_update.task_id == task_id
+
+
+async def test_the_sdk_rest_client_sends_streams_reads_and_cancels(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    rest = agent.config.server.rest_url
+    token = gateway.token(tenant="sdk", aud=rest)
+    config = ClientConfig(supported_protocol_bindings=["HTTP+JSON"])
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        client = await create_client(agent.base_url, dataclasses.replace(config, httpx_client=http))
+        text = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="hi")])
+        request = SendMessageRequest(tenant="sdk", message=text)
+        events = [event async for event in client.send_message(request)]
+        task_id = events[0].task.id
+        assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        task = await client.get_task(GetTaskRequest(tenant="sdk", id=task_id, history_length=1))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert len(task.history) == 1
+        listed = await client.list_tasks(ListTasksRequest(tenant="sdk", page_size=5))
+        assert [t.id for t in listed.tasks] == [task_id]
+        # Our google.rpc.Status error is read back as the SDK's own error type.
+        with pytest.raises(TaskNotCancelableError):
+            await client.cancel_task(CancelTaskRequest(tenant="sdk", id=task_id))
+        await client.close()

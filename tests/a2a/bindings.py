@@ -1,0 +1,205 @@
+"""Both A2A bindings behind one small interface, so one parametrized suite runs on each: a call
+is a method name and its params; the answer is the result, or the error's `reason` (the
+ErrorInfo both bindings carry) with the HTTP status."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import attrs
+
+from looping_core.testing import FakeGateway
+
+from a2a_support import RunningAgent
+
+
+@attrs.frozen
+class Answer:
+    status: int
+    result: Any = None
+    reason: str | None = None
+    """The ErrorInfo reason of an error (`TASK_NOT_FOUND`), `None` on success."""
+    body: Any = None
+
+    @property
+    def ok(self) -> bool:
+        return self.reason is None
+
+
+CONFIGS = "/tasks/{taskId}/pushNotificationConfigs"
+
+# method -> (HTTP method, path template after the tenant, where params go)
+REST_ROUTES: Mapping[str, tuple[str, str, str]] = {
+    "SendMessage": ("POST", "/message:send", "body"),
+    "SendStreamingMessage": ("POST", "/message:stream", "body"),
+    "GetTask": ("GET", "/tasks/{id}", "query"),
+    "ListTasks": ("GET", "/tasks", "query"),
+    "CancelTask": ("POST", "/tasks/{id}:cancel", "body"),
+    "SubscribeToTask": ("POST", "/tasks/{id}:subscribe", "body"),
+    "CreateTaskPushNotificationConfig": ("POST", f"{CONFIGS}", "body"),
+    "GetTaskPushNotificationConfig": ("GET", f"{CONFIGS}/{{id}}", "query"),
+    "ListTaskPushNotificationConfigs": ("GET", f"{CONFIGS}", "query"),
+    "DeleteTaskPushNotificationConfig": ("DELETE", f"{CONFIGS}/{{id}}", "query"),
+    "GetExtendedAgentCard": ("GET", "/extendedAgentCard", "query"),
+}  # fmt: skip
+
+
+class Binding:
+    name: str
+
+    def __init__(self, agent: RunningAgent, gateway: FakeGateway) -> None:
+        self.agent = agent
+        self.gateway = gateway
+
+    @property
+    def audience(self) -> str:
+        raise NotImplementedError
+
+    def headers(self, tenant: str, subject: str, token: str | None) -> dict[str, str]:
+        token = token or self.gateway.token(tenant=tenant, aud=self.audience, sub=subject)
+        return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        tenant: str = "alice",
+        subject: str = "caller",
+        token: str | None = None,
+    ) -> Answer:
+        raise NotImplementedError
+
+    def stream_request(
+        self, method: str, params: Mapping[str, Any], tenant: str
+    ) -> tuple[str, str, Any]:
+        """(HTTP method, URL, JSON body) of a streaming call."""
+        raise NotImplementedError
+
+    def event_result(self, data: Any) -> dict[str, Any]:
+        """The `StreamResponse` in one SSE event's data."""
+        raise NotImplementedError
+
+
+class JsonRpc(Binding):
+    name = "jsonrpc"
+
+    @property
+    def audience(self) -> str:
+        return self.agent.endpoint
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        tenant: str = "alice",
+        subject: str = "caller",
+        token: str | None = None,
+    ) -> Answer:
+        envelope = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": method,
+            "params": {"tenant": tenant, **params} if tenant else dict(params),
+        }
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(
+                self.agent.endpoint, json=envelope, headers=self.headers(tenant, subject, token)
+            ) as response,
+        ):
+            body = json.loads(await response.text())
+        if "error" in body:
+            return Answer(response.status, reason=body["error"]["data"][0]["reason"], body=body)
+        return Answer(response.status, result=body["result"], body=body)
+
+    def stream_request(
+        self, method: str, params: Mapping[str, Any], tenant: str
+    ) -> tuple[str, str, Any]:
+        envelope = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": method,
+            "params": {"tenant": tenant, **params},
+        }
+        return "POST", self.agent.endpoint, envelope
+
+    def event_result(self, data: Any) -> dict[str, Any]:
+        result: dict[str, Any] = data["result"]
+        return result
+
+
+class Rest(Binding):
+    name = "http+json"
+
+    @property
+    def audience(self) -> str:
+        return self.agent.config.server.rest_url
+
+    def _request(
+        self, method: str, params: Mapping[str, Any], tenant: str
+    ) -> tuple[str, str, Any, dict[str, str]]:
+        verb, template, where = REST_ROUTES[method]
+        remaining = dict(params)
+        path = template
+        for name in ("taskId", "id"):
+            if "{" + name + "}" in path:
+                path = path.replace("{" + name + "}", quote(str(remaining.pop(name)), safe=""))
+        url = self.audience + (f"/{tenant}" if tenant else "") + path
+        if where == "body":
+            return verb, url, remaining, {}
+        query = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in remaining.items()}
+        return verb, url, None, query
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        tenant: str = "alice",
+        subject: str = "caller",
+        token: str | None = None,
+    ) -> Answer:
+        verb, url, body, query = self._request(method, params, tenant)
+        async with (
+            aiohttp.ClientSession() as session,
+            session.request(
+                verb, url, json=body, params=query, headers=self.headers(tenant, subject, token)
+            ) as response,
+        ):
+            text = await response.text()
+            document = json.loads(text) if text else None
+        if response.status >= 400:
+            return Answer(
+                response.status, reason=document["error"]["details"][0]["reason"], body=document
+            )
+        assert response.content_type == "application/a2a+json"
+        return Answer(response.status, result=document, body=document)
+
+    def stream_request(
+        self, method: str, params: Mapping[str, Any], tenant: str
+    ) -> tuple[str, str, Any]:
+        verb, url, body, _ = self._request(method, params, tenant)
+        return verb, url, body
+
+    def event_result(self, data: Any) -> dict[str, Any]:
+        result: dict[str, Any] = data
+        return result
+
+
+BINDINGS = {"jsonrpc": JsonRpc, "http+json": Rest}
+
+
+def message(text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+        **fields,
+    }
