@@ -58,8 +58,13 @@ def check_server(server: ServerConfig) -> list[str]:
         problems.append("rpc_path must start with '/' @ $.server.rpc_path")
     if not server.rest_path.startswith("/") or server.rest_path.endswith("/"):
         problems.append("rest_path must start with '/' and not end with one @ $.server.rest_path")
-    elif server.rest_path in (server.rpc_path, "/.well-known"):
-        problems.append("rest_path must differ from rpc_path and /.well-known @ $.server.rest_path")
+    elif server.rest_path in (server.rpc_path, "/.well-known") or server.rpc_path.startswith(
+        server.rest_path + "/"
+    ):
+        problems.append(
+            "rest_path must be a path of its own, not rpc_path, above it, or /.well-known "
+            "@ $.server.rest_path"
+        )
     if server.node is not None and not NODE.match(server.node):
         problems.append(
             "node must be 1 to 128 letters, digits, '.', '_', ':' or '-' @ $.server.node"

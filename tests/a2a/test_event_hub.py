@@ -1,0 +1,124 @@
+"""The stream hub against a real SQLite file written by two stores (two connections: to SQLite,
+two processes): another process's events reach a subscriber even while this process's own
+writes keep the hub busy, and an event is never handed out past a missing one."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from looping_core.a2a import Message, Part, Role, TaskState
+from looping_core.config import StreamingConfig
+from looping_core.contract import Identity
+from looping_core.server._streams import EventHub, Subscription
+from looping_core.store import Database, TaskEvent, TaskStore, bind, upgrade
+
+CALLER = Identity("t", "https://gateway.example", "caller")
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[tuple[TaskStore, TaskStore]]:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    here, there = Database.from_url(url), Database.from_url(url)
+    await here.run_alone(lambda: (bind(here.peewee), upgrade(here.peewee)))
+    yield TaskStore(here, node="here"), TaskStore(there, node="there")
+    here.close()
+    there.close()
+
+
+async def working_task(store: TaskStore) -> str:
+    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="hi"),))
+    task = (await store.start_turn(CALLER, message, None)).task
+    assert await store.begin_turn(task.id) is not None
+    return task.id
+
+
+def note(task_id: str, text: str) -> Message:
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        parts=(Part(text=text),),
+        task_id=task_id,
+        context_id="c",
+    )
+
+
+async def next_text(subscription: Subscription) -> str:
+    event = await subscription.next(timeout=10)
+    assert event is not None
+    return event.body
+
+
+async def test_another_process_events_arrive_while_this_one_keeps_writing(
+    stores: tuple[TaskStore, TaskStore],
+) -> None:
+    here, there = stores
+    hub = EventHub(here, StreamingConfig(poll_seconds=0.02))
+    await hub.start()
+    local, remote = await working_task(here), await working_task(there)
+    busy = hub.subscribe(local, 1)
+    watched = hub.subscribe(remote, 1)
+
+    async def keep_writing() -> None:  # this process's own events, waking the hub constantly
+        for n in range(100_000):
+            await here.progress(local, note(local, f"local {n}"), push=False)
+            await asyncio.sleep(0.002)
+
+    writer = asyncio.create_task(keep_writing())
+    try:
+        await next_text(busy)
+        await there.progress(remote, note(remote, "from there"), push=False)
+        assert "from there" in await next_text(watched)
+        assert not writer.done()  # the local writes never stopped meanwhile
+    finally:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+        await hub.close()
+
+
+async def test_an_event_after_a_missing_one_waits_for_it() -> None:
+    subscription = Subscription("t", 3, buffer=8)
+    assert not subscription.offer(TaskEvent("t", 5, "{}"))  # 4 is missing: not handed out
+    assert subscription.cursor == 3
+    assert subscription.offer(TaskEvent("t", 4, "{}"))
+    assert subscription.offer(TaskEvent("t", 5, "{}"))
+    assert subscription.offer(TaskEvent("t", 4, "{}"))  # already given: ignored, no gap
+    assert [(await subscription.next(1)).seq for _ in range(2)] == [4, 5]  # type: ignore[union-attr]
+    assert await subscription.next(0.01) is None
+
+
+async def test_a_subscriber_that_falls_behind_is_dropped_and_told_why(
+    stores: tuple[TaskStore, TaskStore],
+) -> None:
+    here, _ = stores
+    hub = EventHub(here, StreamingConfig(buffer_events=2))
+    await hub.start()
+    task_id = await working_task(here)
+    slow = hub.subscribe(task_id, 0)
+    fast = hub.subscribe(task_id, 0)
+
+    async def read_all() -> list[int]:
+        seen = []
+        while (event := await fast.next(5)) is not None:
+            seen.append(event.seq)
+            if event.closes_stream:
+                break
+        return seen
+
+    reader = asyncio.create_task(read_all())
+    try:
+        for n in range(5):
+            await here.progress(task_id, note(task_id, f"step {n}"), push=False)
+            await asyncio.sleep(0.01)  # the reader keeps up; the slow one never reads
+        await here.transition(task_id, TaskState.TASK_STATE_COMPLETED)
+        assert await reader == [1, 2, 3, 4, 5, 6, 7]  # WORKING, five steps, COMPLETED
+    finally:
+        await hub.close()
+    assert slow.ended is not None
+    assert "dropped" in slow.ended
