@@ -5,7 +5,6 @@ writes keep the hub busy, and an event is never handed out past a missing one.""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -48,8 +47,8 @@ def note(task_id: str, text: str) -> Message:
     )
 
 
-async def next_text(subscription: Subscription) -> str:
-    event = await subscription.next(timeout=10)
+async def next_text(subscription: Subscription, timeout: float = 10) -> str:
+    event = await subscription.next(timeout)
     assert event is not None
     return event.body
 
@@ -64,21 +63,26 @@ async def test_another_process_events_arrive_while_this_one_keeps_writing(
     busy = hub.subscribe(local, 1)
     watched = hub.subscribe(remote, 1)
 
-    async def keep_writing() -> None:  # this process's own events, waking the hub constantly
+    async def keep_writing() -> None:
+        """This process's own writes, waking the hub more often than it polls (every write
+        wakes it; here a write every millisecond, and the store's own wake-up in between)."""
         for n in range(100_000):
-            await here.progress(local, note(local, f"local {n}"), push=False)
-            await asyncio.sleep(0.002)
+            if n % 10 == 0:
+                await here.progress(local, note(local, f"local {n}"), push=False)
+            hub.written(local)
+            await asyncio.sleep(0.001)
 
-    writer = asyncio.create_task(keep_writing())
+    writers = [asyncio.create_task(keep_writing())]
     try:
         await next_text(busy)
         await there.progress(remote, note(remote, "from there"), push=False)
-        assert "from there" in await next_text(watched)
-        assert not writer.done()  # the local writes never stopped meanwhile
+        # A hundred polls' time: a hub that looks elsewhere only when idle would wait for a lull.
+        assert "from there" in await next_text(watched, timeout=2)
+        assert not any(writer.done() for writer in writers)  # the local writes went on
     finally:
-        writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await writer
+        for writer in writers:
+            writer.cancel()
+        await asyncio.gather(*writers, return_exceptions=True)
         await hub.close()
 
 
