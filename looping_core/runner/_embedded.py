@@ -242,7 +242,7 @@ class EmbeddedRunner:
             # The edge refuses such parts; a message stored by an earlier release may hold one.
             _log.warning("task %s: its message cannot be given to the agent: %s", task_id, exc)
             result = TurnResult(TurnOutcome.FAILED, reason="UNSUPPORTED_CONTENT")
-            return await self._finish(task_id, result, turn_message)
+            return await self._finish(task, result, turn_message)
         session = SessionRef(caller, task.context_id)
         log = (
             _TurnSession(self._sessions, self._store, session, task_id, turn_message)
@@ -269,7 +269,7 @@ class EmbeddedRunner:
         gate = self._plugins[caller.tenant]
         if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
             result = TurnResult(TurnOutcome.REJECTED, reason="TURN_GATE_DECLINED")
-            return await self._finish(task_id, result, turn_message)
+            return await self._finish(task, result, turn_message)
         try:
             result = await agent.run(turn)
         except asyncio.CancelledError:
@@ -279,16 +279,17 @@ class EmbeddedRunner:
             result = TurnResult(TurnOutcome.FAILED, reason="AGENT_ERROR")
         finally:
             await events.flush()
-        return await self._finish(task_id, result, log.taken_through if log else turn_message)
+        return await self._finish(task, result, log.taken_through if log else turn_message)
 
-    async def _finish(self, task_id: str, result: TurnResult, taken_through: str) -> str | None:
+    async def _finish(self, task: Task, result: TurnResult, taken_through: str) -> str | None:
         """Write the turn's end, unless a follow-up joined that the turn did not take: then keep
         its output and return that follow-up's messageId (it begins the next turn)."""
-        reply = _agent_message(_parts(result.reply)) if result.reply else None
+        task_id = task.id
+        reply = _agent_message(_parts(result.reply), task=task) if result.reply else None
         status_message = reply
         if result.reason is not None:
             status_message = _agent_message(
-                reply.parts if reply else (), metadata={"reason": result.reason}
+                reply.parts if reply else (), metadata={"reason": result.reason}, task=task
             )
         artifacts = [
             Artifact(
@@ -341,8 +342,8 @@ class _TurnEvents:
 
     def __init__(self, store: TaskStore, task: Task, push: bool, coalesce: float) -> None:
         self._store = store
+        self._task = task
         self._task_id = task.id
-        self._context_id = task.context_id
         self._push = push
         self._coalesce = coalesce
         self._waiting: dict[str, tuple[Artifact, bool]] = {}
@@ -353,11 +354,7 @@ class _TurnEvents:
 
     async def progress(self, blocks: Sequence[Block]) -> None:
         await self.flush()
-        message = attrs.evolve(
-            _agent_message(_parts(tuple(blocks))),
-            task_id=self._task_id,
-            context_id=self._context_id,
-        )
+        message = _agent_message(_parts(tuple(blocks)), task=self._task)
         async with self._lock:
             await self._store.progress(self._task_id, message, push=self._push)
 
@@ -525,11 +522,19 @@ class _TaskSubtasks:
         await self._store.update(subtask)
 
 
-def _agent_message(parts: tuple[Part, ...], metadata: dict[str, str] | None = None) -> Message:
+def _agent_message(
+    parts: tuple[Part, ...], metadata: dict[str, str] | None = None, *, task: Task | None = None
+) -> Message:
+    """The agent's message (to `task`: its ids set, as a server's messages carry them)."""
     if not parts:
         parts = (Part(data=dict(metadata or {})),)
     return Message(
-        message_id=str(uuid.uuid4()), role=Role.ROLE_AGENT, parts=parts, metadata=metadata
+        message_id=str(uuid.uuid4()),
+        role=Role.ROLE_AGENT,
+        parts=parts,
+        metadata=metadata,
+        task_id=task.id if task else "",
+        context_id=task.context_id if task else "",
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -91,10 +91,20 @@ class Events(Outbox):
     def _insert_event(
         self, task_id: str, seq: int, event: StreamResponse | str, stamp: int
     ) -> None:
-        body = event if isinstance(event, str) else dump(event)
+        self._insert_events(task_id, seq, [event], stamp)
+
+    def _insert_events(
+        self, task_id: str, first: int, events: Sequence[StreamResponse | str], stamp: int
+    ) -> None:
+        """Store `events` of the task numbered from `first` on, in one statement."""
+        rows = [
+            (task_id, first + index, event if isinstance(event, str) else dump(event), stamp)
+            for index, event in enumerate(events)
+        ]
         self._sql(
-            "INSERT INTO task_events (task_id, seq, body, created_ts) VALUES (?, ?, ?, ?)",
-            (task_id, seq, body, stamp),
+            "INSERT INTO task_events (task_id, seq, body, created_ts) VALUES "
+            + ", ".join("(?, ?, ?, ?)" for _ in rows),
+            [value for row in rows for value in row],
         )
         if isinstance(self._db.peewee, peewee.PostgresqlDatabase):
             # Sent when the transaction commits; other processes' streams wake at once.
@@ -141,13 +151,6 @@ class Events(Outbox):
             return found, int(rows[-1][0]) if rows else after
 
         return await self._db.run(read)
-
-    def _artifact_event(
-        self, task_id: str, artifact: Artifact, stamp: int, *, append: bool = False
-    ) -> None:
-        seq, context_id = self._next_event(task_id)
-        update = TaskArtifactUpdateEvent(task_id, context_id, artifact, append=append)
-        self._insert_event(task_id, seq, StreamResponse(artifact_update=update), stamp)
 
     def _status_event(
         self, task_id: str, state: TaskState, message: Message | None, stamp: int

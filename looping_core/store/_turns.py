@@ -20,11 +20,14 @@ from looping_core.a2a import (
     Artifact,
     Message,
     Role,
+    StreamResponse,
     Task,
     TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
+    TaskStatusUpdateEvent,
     from_wire,
+    to_wire,
 )
 from looping_core.contract import Identity
 from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
@@ -58,10 +61,16 @@ def _turn_message(task: Task, recorded: str | None) -> str:
     return next(m.message_id for m in reversed(task.history) if m.role is Role.ROLE_USER)
 
 
-def _addressed(message: Message | None, task_id: str, context_id: str) -> Message | None:
-    if message is None:
-        return None
+def _addressed(message: Message, task_id: str, context_id: str) -> Message:
     return attrs.evolve(message, task_id=task_id, context_id=context_id)
+
+
+def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
+    return message.task_id != task_id or message.context_id != context_id
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
 
 
 @attrs.frozen
@@ -241,54 +250,67 @@ class Turns(Events, PushConfigs):
             )
             unseen_args = (taken_through,)
         stamp = now_us()
+        # Each message and artifact is turned into wire JSON once: its row, the task's status
+        # and the events share it.
+        message_wire = to_wire(status_message) if status_message else None
+        reply_wire = message_wire if reply == status_message else to_wire(reply) if reply else None
+        artifact_wires = [to_wire(artifact) for artifact in artifacts]
         with self._db.write():
-            owner = self._sql(
-                "SELECT tenant, issuer, subject, context_id FROM tasks WHERE id = ?", (task_id,)
+            # One guarded statement decides, and takes the numbers of the events it reports
+            # (each artifact, then the status).
+            row = self._sql(
+                "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
+                " metadata = COALESCE(?, metadata),"
+                " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
+                " event_seq = event_seq + ?"
+                f" WHERE id = ? AND state IN ({marks}){unseen}"
+                " RETURNING event_seq, context_id, tenant, issuer, subject",
+                (
+                    to.value,
+                    _compact(message_wire) if message_wire else None,
+                    stamp,
+                    None if metadata is None else _compact(dict(metadata)),
+                    answer_with_message and reply is not None,
+                    len(artifacts) + 1,
+                    task_id,
+                    *(state.value for state in allowed_from),
+                    *unseen_args,
+                ),
             ).fetchone()
-            if owner is None:
+            if row is None:
                 return False
-            tenant, issuer, subject, context_id = owner
-            # The agent's messages carry their task and context, as A2A asks of a server's.
-            status_message = _addressed(status_message, task_id, context_id)
-            reply = _addressed(reply, task_id, context_id)
-            won = (
+            last, context_id, *owner = row
+            # The agent's messages carry their task and context, as A2A asks of a server's:
+            # the runner addresses them; here those of callers that could not.
+            if status_message and _unaddressed(status_message, task_id, context_id):
+                message_wire = to_wire(_addressed(status_message, task_id, context_id))
                 self._sql(
-                    "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?"
-                    f" WHERE id = ? AND state IN ({marks}){unseen}",
-                    (
-                        to.value,
-                        dump(status_message) if status_message else None,
-                        stamp,
-                        task_id,
-                        *(state.value for state in allowed_from),
-                        *unseen_args,
-                    ),
-                ).rowcount
-                == 1
-            )
-            if not won:
-                return False
-            if metadata is not None:
-                self._sql(
-                    "UPDATE tasks SET metadata = ? WHERE id = ?",
-                    (json.dumps(dict(metadata), separators=(",", ":")), task_id),
+                    "UPDATE tasks SET status_message = ? WHERE id = ?",
+                    (_compact(message_wire), task_id),
                 )
-            if answer_with_message and reply is not None:
-                self._sql("UPDATE tasks SET answer = 'message' WHERE id = ?", (task_id,))
-            for artifact in artifacts:
-                self._sql(
-                    "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
-                    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
-                    (task_id, artifact.artifact_id, dump(artifact)),
-                )
-                self._artifact_event(task_id, artifact, stamp)
             if reply is not None:
+                if _unaddressed(reply, task_id, context_id):
+                    reply_wire = to_wire(_addressed(reply, task_id, context_id))
                 self._sql(
                     "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (task_id, tenant, issuer, subject, reply.message_id, dump(reply)),
+                    (task_id, *owner, reply.message_id, _compact(reply_wire)),
                 )
-            self._status_event(task_id, to, status_message, stamp)
+            bodies = []
+            for artifact, wire in zip(artifacts, artifact_wires, strict=True):
+                self._sql(
+                    "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
+                    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
+                    (task_id, artifact.artifact_id, _compact(wire)),
+                )
+                update = {"taskId": task_id, "contextId": context_id, "artifact": wire}
+                bodies.append(_compact({"artifactUpdate": update}))
+            status = to_wire(TaskStatus(state=to, timestamp=timestamp(stamp)))
+            if message_wire:
+                status["message"] = message_wire
+            update = {"taskId": task_id, "contextId": context_id, "status": status}
+            bodies.append(_compact({"statusUpdate": update}))
+            self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY:
                 self._queue_pushes(task_id)
             return True
@@ -301,27 +323,28 @@ class Turns(Events, PushConfigs):
         def begin() -> BegunTurn | None:
             stamp = now_us()
             with self._db.write():
-                won = (
-                    self._sql(
-                        "UPDATE tasks SET state = ?, status_ts = ? WHERE id = ? AND state = ?",
-                        (
-                            TaskState.TASK_STATE_WORKING.value,
-                            stamp,
-                            task_id,
-                            TaskState.TASK_STATE_SUBMITTED.value,
-                        ),
-                    ).rowcount
-                    == 1
-                )
-                if not won:
-                    return None
-                self._status_event(task_id, TaskState.TASK_STATE_WORKING, None, stamp)
-                *owner, turn_message = self._sql(
-                    "SELECT tenant, issuer, subject, turn_message FROM tasks WHERE id = ?",
-                    (task_id,),
+                row = self._sql(
+                    "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
+                    " WHERE id = ? AND state = ?"
+                    " RETURNING event_seq, context_id, tenant, issuer, subject, turn_message",
+                    (
+                        TaskState.TASK_STATE_WORKING.value,
+                        stamp,
+                        task_id,
+                        TaskState.TASK_STATE_SUBMITTED.value,
+                    ),
                 ).fetchone()
+                if row is None:
+                    return None
+                seq, context_id, tenant, issuer, subject, turn_message = row
+                status = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
+                update = TaskStatusUpdateEvent(task_id, context_id, status)
+                self._insert_events(
+                    task_id, int(seq), [StreamResponse(status_update=update)], stamp
+                )
                 task = self._snapshot(task_id, None, include_artifacts=False)
-                return BegunTurn(task, Identity(*owner), _turn_message(task, turn_message))
+                caller = Identity(tenant, issuer, subject)
+                return BegunTurn(task, caller, _turn_message(task, turn_message))
 
         begun = await self._db.run(begin)
         if begun is not None:
