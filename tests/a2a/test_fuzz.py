@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the JSON-RPC surface: no request gets an internal error.
+"""Property-based fuzzing of both bindings: no request gets an internal error.
 
 Every method, from a valid request, with structured mutations (a value replaced by any JSON value,
 huge and deep values, lone surrogates, NaN, big integers, bad enums; a field removed; a field
@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections.abc import Coroutine, Iterator
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -346,5 +347,104 @@ def test_no_request_gets_an_internal_error(
         code = document.get("error", {}).get("code", "result")
         served.codes[str(code)] += 1
         assert code != -32603, document
+
+    check()
+
+
+# -- the HTTP+JSON binding ------------------------------------------------------------------------
+
+_path_texts = st.one_of(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=30),
+    st.sampled_from(["", "..", "%2F", "a/b", "x" * 3000, "tasks", "message:send", ":cancel"]),
+)
+
+
+def _rest_calls(served: Served) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """(verb, path after the rest path, valid JSON body or query) for every route."""
+    task_id, gateway = served.task_id, served.gateway
+    requests = _requests(served)
+    configs = f"/alice/tasks/{task_id}/pushNotificationConfigs"
+    return [
+        ("POST", "/alice/message:send", requests["SendMessage"]),
+        ("POST", "/alice/message:stream", requests["SendMessage"]),
+        ("GET", f"/alice/tasks/{task_id}", {"historyLength": "1"}),
+        ("GET", "/alice/tasks", {"pageSize": "5", "status": "TASK_STATE_COMPLETED"}),
+        ("POST", f"/alice/tasks/{task_id}:cancel", {"metadata": {"why": "fuzz"}}),
+        ("POST", configs, {"id": "cfg", **gateway.push_config("fuzz")}),
+        ("GET", f"{configs}/cfg", {}),
+        ("DELETE", f"{configs}/cfg", {}),
+        ("GET", "/alice/extendedAgentCard", {}),
+    ]
+
+
+@st.composite
+def rest_request(
+    draw: st.DrawFn, call: tuple[str, str, dict[str, Any] | None]
+) -> tuple[str, str, bytes | None, dict[str, str]]:
+    verb, path, valid = call
+    segments = path.split("/")
+    if draw(st.integers(0, 3)) == 0:  # a path segment replaced (percent-encoded as sent)
+        index = draw(st.integers(1, len(segments) - 1))
+        segment = quote(draw(_path_texts), safe=":")
+        # Dot segments are sent encoded: a client would otherwise resolve them away.
+        segments[index] = "%2E" * len(segment) if segment in (".", "..") else segment
+    path = "/".join(segments)
+    if verb != "POST":
+        query = {
+            name: draw(st.one_of(st.just(value), _path_texts))
+            for name, value in (valid or {}).items()
+        }
+        return verb, path, None, query
+    text = draw(mutated({"params": valid or {}}))
+    # The mutations worked under "params": the body is what is there (or the raw text, broken).
+    try:
+        body = _encode(json.loads(text)["params"]) if text.startswith("{") else text
+    except (ValueError, KeyError, TypeError, RecursionError):
+        body = text
+    return verb, path, body.encode("utf-8", "surrogatepass"), {}
+
+
+def test_no_rest_request_gets_an_internal_error(
+    served: Served, request: pytest.FixtureRequest
+) -> None:
+    long = request.config.getoption("--fuzz-long")
+    rest = served.agent.config.server.rest_url
+    token = served.gateway.token(tenant="alice", aud=rest, sub="fuzzer", lifetime=3600)
+    headers = {
+        "Content-Type": "application/a2a+json",
+        "A2A-Version": "1.0",
+        "Authorization": f"Bearer {token}",
+    }
+
+    async def send(
+        verb: str, path: str, body: bytes | None, query: dict[str, str]
+    ) -> tuple[int, bytes, str]:
+        async with served.agent.session.request(
+            verb, rest + path, data=body, params=query, headers=headers
+        ) as response:
+            return response.status, await response.read(), response.content_type
+
+    @settings(
+        max_examples=(LONG_EXAMPLES_PER_METHOD if long else EXAMPLES_PER_METHOD) * 3,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(data=st.data())
+    def check(data: st.DataObject) -> None:
+        call = data.draw(st.sampled_from(_rest_calls(served)))
+        verb, path, body, query = data.draw(rest_request(call))
+        status, answer, content_type = served.run(send(verb, path, body, query))
+        assert status < 500, (status, answer[:500])
+        if content_type == "text/event-stream":
+            served.codes["rest stream"] += 1
+            return
+        document = _strict_json(answer)
+        assert isinstance(document, dict)
+        error = document.get("error")
+        if status >= 400:
+            assert error["code"] == status, document
+            assert error["details"][0]["@type"].endswith("ErrorInfo"), document
+        served.codes[f"rest {status}"] += 1
 
     check()
