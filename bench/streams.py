@@ -34,6 +34,7 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp.test_utils import unused_port
+from send_message import cpu_seconds  # bench/ is on the path when run as bench/streams.py
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
@@ -127,17 +128,6 @@ class Client:
                 if message and "data" in message["parts"][0]:
                     delays.append(time.time() - message["parts"][0]["data"]["sent"])
         return events
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU time (user + system) of a process and its live children (Linux /proc; else 0)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return 0.0
-    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return own + sum(cpu_seconds(int(child)) for child in children)
 
 
 async def one_shape(

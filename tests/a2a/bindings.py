@@ -73,6 +73,12 @@ class Binding:
         subject: str = "caller",
         token: str | None = None,
     ) -> Answer:
+        """Call `method` for `tenant` as `subject` (a fresh token for this binding by default)."""
+        return await self.exchange(method, params, tenant, self.headers(tenant, subject, token))
+
+    async def exchange(
+        self, method: str, params: Mapping[str, Any], tenant: str, headers: dict[str, str]
+    ) -> Answer:
         raise NotImplementedError
 
     def stream_request(
@@ -93,14 +99,8 @@ class JsonRpc(Binding):
     def audience(self) -> str:
         return self.agent.endpoint
 
-    async def call(
-        self,
-        method: str,
-        params: Mapping[str, Any],
-        *,
-        tenant: str = "alice",
-        subject: str = "caller",
-        token: str | None = None,
+    async def exchange(
+        self, method: str, params: Mapping[str, Any], tenant: str, headers: dict[str, str]
     ) -> Answer:
         envelope = {
             "jsonrpc": "2.0",
@@ -110,9 +110,7 @@ class JsonRpc(Binding):
         }
         async with (
             aiohttp.ClientSession() as session,
-            session.post(
-                self.agent.endpoint, json=envelope, headers=self.headers(tenant, subject, token)
-            ) as response,
+            session.post(self.agent.endpoint, json=envelope, headers=headers) as response,
         ):
             body = json.loads(await response.text())
         if "error" in body:
@@ -157,21 +155,13 @@ class Rest(Binding):
         query = {k: json.dumps(v) if isinstance(v, bool) else str(v) for k, v in remaining.items()}
         return verb, url, None, query
 
-    async def call(
-        self,
-        method: str,
-        params: Mapping[str, Any],
-        *,
-        tenant: str = "alice",
-        subject: str = "caller",
-        token: str | None = None,
+    async def exchange(
+        self, method: str, params: Mapping[str, Any], tenant: str, headers: dict[str, str]
     ) -> Answer:
         verb, url, body, query = self._request(method, params, tenant)
         async with (
             aiohttp.ClientSession() as session,
-            session.request(
-                verb, url, json=body, params=query, headers=self.headers(tenant, subject, token)
-            ) as response,
+            session.request(verb, url, json=body, params=query, headers=headers) as response,
         ):
             text = await response.text()
             document = json.loads(text) if text else None
