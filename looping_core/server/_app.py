@@ -101,7 +101,8 @@ def create_app(
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
-    app.router.add_route("*", config.server.rest_path + "{tail:(/.*)?}", handle_rest)
+    # Any path under rest_path, control characters included (the handler refuses them).
+    app.router.add_route("*", config.server.rest_path + r"{tail:(/[\s\S]*)?}", handle_rest)
     app.cleanup_ctx.append(
         _services(
             config,

@@ -385,9 +385,9 @@ def rest_request(
     segments = path.split("/")
     if draw(st.integers(0, 3)) == 0:  # a path segment replaced (percent-encoded as sent)
         index = draw(st.integers(1, len(segments) - 1))
-        segment = quote(draw(_path_texts), safe=":")
-        # Dot segments are sent encoded: a client would otherwise resolve them away.
-        segments[index] = "%2E" * len(segment) if segment in (".", "..") else segment
+        text = draw(_path_texts)
+        # Not a dot segment: clients and the server resolve those away, out of the binding.
+        segments[index] = quote("x" + text if text in (".", "..") else text, safe=":")
     path = "/".join(segments)
     if verb != "POST":
         query = {
