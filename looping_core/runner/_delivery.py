@@ -50,6 +50,10 @@ class PushDeliverer:
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
 
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
     async def stop(self) -> None:
         """Stop delivering; whatever was not delivered stays queued for the next start."""
         if self._task is not None:

@@ -158,6 +158,11 @@ class EmbeddedRunner:
             )
             _log.info("failed task %s: the agent restarted while it ran", task_id)
 
+    @property
+    def running(self) -> bool:
+        """Whether it watches its turns (started with `watch_cancellations`, not closed)."""
+        return self._watcher is not None and not self._watcher.done()
+
     def watch_cancellations(self, interval: float = CANCEL_POLL_SECONDS) -> None:
         """Stop turns whose task another process ended (a `CancelTask` that reached another
         server worker): their store state is looked up every `interval` seconds."""

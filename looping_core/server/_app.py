@@ -43,6 +43,7 @@ from looping_core.server._edge import (
     handle_jwks,
     handle_rpc,
 )
+from looping_core.server._health import add_health_routes
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._rest import handle_rest
 from looping_core.server._services import SERVICES, Services
@@ -98,6 +99,7 @@ def create_app(
     app = web.Application(
         client_max_size=config.server.max_body_bytes, middlewares=[guard.middleware]
     )
+    add_health_routes(app)
     app.router.add_get(JWKS_PATH, handle_jwks)
     app.router.add_get(CARD_PATH, handle_agent_card)
     app.router.add_post(config.server.rpc_path, handle_rpc)
@@ -269,6 +271,7 @@ def _services(
                     runner=runner,
                     jwks=jwks,
                     streams=hub,
+                    deliverer=deliverer,
                 )
                 await runner.recover()
                 runner.watch_cancellations()

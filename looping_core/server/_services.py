@@ -12,7 +12,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from looping_core.a2a._jsonrpc import Method
     from looping_core.a2a._jwks import JwksCache
-    from looping_core.runner import EmbeddedRunner
+    from looping_core.runner import EmbeddedRunner, PushDeliverer
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
     from looping_core.server._streams import EventHub
@@ -34,6 +34,7 @@ class Services:
     runner: EmbeddedRunner
     jwks: JwksCache
     streams: EventHub | None = None
+    deliverer: PushDeliverer | None = None
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")

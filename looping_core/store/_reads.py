@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -10,6 +11,7 @@ from looping_core.a2a._grammar import id_problem
 from looping_core.a2a._models import ListTasksRequest, ListTasksResponse, Task, TaskState
 from looping_core.contract import Identity
 from looping_core.store._errors import InvalidPageToken
+from looping_core.store._migrations import MIGRATIONS
 from looping_core.store._models import TaskRow
 from looping_core.store._rows import Head, StoreBase
 
@@ -19,6 +21,21 @@ DEFAULT_PAGE_SIZE = 50
 
 
 class Reads(StoreBase):
+    async def unready(self, timeout: float) -> str | None:
+        """Why the store cannot serve now (`"not answering"`, `"migrations pending"`), or
+        `None`: for a readiness probe, within `timeout` seconds, naming nothing more."""
+
+        def read() -> int | None:
+            (latest,) = self._sql("SELECT MAX(version) FROM core_migration").fetchone()
+            return int(latest) if latest is not None else None
+
+        try:
+            async with asyncio.timeout(timeout):
+                latest = await self._db.run(read)
+        except Exception:
+            return "not answering"
+        return None if latest == MIGRATIONS[-1].version else "migrations pending"
+
     async def get(self, caller: Identity, task_id: str, history_length: int | None = None) -> Task:
         def query() -> Task:
             self._owned(caller, task_id)
