@@ -20,10 +20,10 @@ import click
 import peewee
 
 from looping_core import server
-from looping_core.a2a import generate_signing_key
+from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
 from looping_core.agent import Agent
 from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
-from looping_core.errors import LoopingError
+from looping_core.errors import LoopingError, problem_list
 from looping_core.gateway import (
     JWKS_ROUTE,
     Target,
@@ -36,7 +36,16 @@ from looping_core.gateway import (
 )
 from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
-from looping_core.store import Database, adopt_node, migration_status, plugin_versions, upgrade
+from looping_core.store import (
+    Database,
+    StoreError,
+    adopt_node,
+    connection_problem,
+    migration_status,
+    plugin_versions,
+    store_url_problem,
+    upgrade,
+)
 
 __all__ = ["main"]
 
@@ -74,17 +83,48 @@ def main() -> None:
 
 @main.command()
 @_config_option
+@click.option("--connect", is_flag=True, help="Also open the store and show its migrations.")
 @_clean_errors
-def check(config_path: Path | None) -> None:
-    """Validate the config and the selected plugins; exit 1 listing every problem."""
+def check(config_path: Path | None, connect: bool) -> None:
+    """Run every check `serve` runs before it listens, all but binding the port: the config,
+    the signing key, the store URL and its driver, the plugins and the agents. Exit 1 listing
+    every problem. With --connect, also open the store and show its migration state."""
     config = load_config(resolve_config_path(config_path))
-    host = PluginHost.load(config)
-    # The agents are made as `serve` makes them (their seams read, their models made), so a
-    # mistake there shows here; then their connections are closed again.
-    agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
-    asyncio.run(_close_agents(list(agents.values())))
-    keys = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
-    click.echo(f"{config.source}: OK. Plugins: {keys}. Tenants: {_tenants(config)}.")
+    problems: list[str] = []
+    try:
+        load_signing_key(config.security.signing_key)
+    except SigningKeyError as exc:
+        problems.append(f"{exc} @ $.security.signing_key")
+    store_problem = store_url_problem(config.store.url)
+    if store_problem is not None:
+        problems.append(f"{store_problem} @ $.store.url")
+    plugins = "none"
+    try:
+        host = PluginHost.load(config)
+        plugins = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
+        # The agents are made as `serve` makes them (their seams read, their models made), so a
+        # mistake there shows here; then their connections are closed again.
+        agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
+        asyncio.run(_close_agents(list(agents.values())))
+    except LoopingError as exc:
+        problems.extend(_problems_of(exc))
+    status = None
+    if connect and store_problem is None:
+        try:
+            status = _on_store(config, migration_status)
+        except StoreError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise LoopingError(f"{config.source}: {problem_list('startup', problems)}")
+    click.echo(f"{config.source}: OK. Plugins: {plugins}. Tenants: {_tenants(config)}.")
+    if status is not None:
+        pending = ", ".join(f"{m.version:04d}" for m in status.pending)
+        state = (
+            f"pending {pending} (the server applies them when it starts)"
+            if pending
+            else "up to date"
+        )
+        click.echo(f"store: {_shown_url(config.store.url)}: migrations {state}")
 
 
 @main.command()
@@ -139,7 +179,7 @@ def db_status(config_path: Path | None) -> None:
     """Show applied and pending core migrations, and plugin store versions."""
     config = load_config(resolve_config_path(config_path))
     status, plugins = _on_store(config, lambda db: (migration_status(db), plugin_versions(db)))
-    click.echo(f"store: {config.store.url}")
+    click.echo(f"store: {_shown_url(config.store.url)}")
     for version in status.applied:
         click.echo(f"  applied  {version:04d}")
     for migration in status.pending:
@@ -190,12 +230,36 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
 
 
 def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
-    """Run `work` on the configured store's own thread, then close the store."""
+    """Run `work` on the configured store's own thread, then close the store; a store that
+    cannot be reached is one line (`StoreError`), not the driver's traceback."""
     database = Database.from_url(config.store.url)
     try:
         return database.run_sync(work, database.peewee)
+    except Exception as exc:
+        problem = connection_problem(exc)
+        if problem is None:
+            raise
+        raise StoreError(problem) from None
     finally:
         database.close()
+
+
+def _problems_of(error: LoopingError) -> list[str]:
+    """Each problem an error lists (plugin, model problems), or the error as one."""
+    listed = getattr(error, "problems", None)
+    if not listed:
+        return [str(error)]
+    return [getattr(problem, "message", str(problem)) for problem in listed]
+
+
+def _shown_url(url: str) -> str:
+    """The store URL without a password (never printed)."""
+    scheme, separator, rest = url.partition("://")
+    credentials, at, location = rest.rpartition("@")
+    if not at or ":" not in credentials:
+        return url
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}{separator}{user}:***@{location}"
 
 
 async def _close_agents(agents: list[Agent]) -> None:

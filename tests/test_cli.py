@@ -8,10 +8,20 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from aiohttp.test_utils import unused_port
+
+from looping_core.testing import ed25519_private_jwk
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 ROOT = Path(__file__).parents[1]
 EXAMPLE = str(ROOT / "examples/looping.toml")
+KEY = {"A2A_SIGNING_KEY": json.dumps(ed25519_private_jwk("cli-key"))}
+TENANT = (
+    '[tenants.t]\nagent = "looping_plugins_example.agent:WordCountAgent"\n'
+    '[tenants.t.card]\nname = "T"\ndescription = "T."\n'
+    'skills = [{ id = "s", name = "S", description = "S.", tags = ["s"] }]\n'
+)
 
 
 def write(path: Path, text: str) -> str:
@@ -20,7 +30,7 @@ def write(path: Path, text: str) -> str:
 
 
 def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
-    result = looping_cli("check", "--config", EXAMPLE)
+    result = looping_cli("check", "--config", EXAMPLE, env=KEY)
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
@@ -31,7 +41,7 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
 
 
 def test_check_reads_looping_config_from_the_environment(looping_cli: Cli) -> None:
-    result = looping_cli("check", env={"LOOPING_CONFIG": EXAMPLE})
+    result = looping_cli("check", env={"LOOPING_CONFIG": EXAMPLE, **KEY})
     assert result.returncode == 0, result.stderr
 
 
@@ -68,12 +78,12 @@ def test_check_reports_all_plugin_problems_and_never_imports_unselected_ones(
         '[plugins.needs-secret]\napi_key = "env:LPT_API_KEY"\n',
     )
     result = looping_cli(
-        "check", "--config", path, site=plugin_site, env={"LPT_IMPORT_MARKER": str(marker)}
+        "check", "--config", path, site=plugin_site, env={"LPT_IMPORT_MARKER": str(marker), **KEY}
     )
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     lines = result.stderr.splitlines()
-    assert lines[0] == "3 plugin problems:"
+    assert lines[0] == f"{path}: 3 startup problems:"
     assert lines[1].startswith("  - plugin 'future' (lpt-bad 2.0.0): targets plugin contract")
     assert lines[2].startswith("  - plugin 'twin': is provided by 2 distributions")
     assert lines[3].endswith("LPT_API_KEY, which is not set; export LPT_API_KEY before starting.")
@@ -140,12 +150,90 @@ def test_check_imports_each_tenants_agent(looping_cli: Cli, tmp_path: Path) -> N
         '[tenants.t.card]\nname = "T"\ndescription = "T."\n'
         'skills = [{ id = "s", name = "S", description = "S.", tags = ["s"] }]\n',
     )
-    result = looping_cli("check", "--config", path)
+    result = looping_cli("check", "--config", path, env=KEY)
     assert result.returncode == 1
     assert result.stderr == (
-        "tenants.t.agent: cannot import 'no_such_module' (ModuleNotFoundError: No module named "
+        f"{path}: 1 startup problem:\n"
+        "  - tenants.t.agent: cannot import 'no_such_module' (ModuleNotFoundError: No module named "
         "'no_such_module'); install the distribution that provides it or fix the module path\n"
     )
+
+
+def test_check_finds_what_serve_would_refuse_all_at_once(looping_cli: Cli, tmp_path: Path) -> None:
+    """No key, a store no driver opens, an agent that cannot be imported: one run, every one."""
+    path = write(
+        tmp_path / "serve.toml",
+        '[store]\nurl = "mysql://db.example/agents"\n'
+        + TENANT.replace("WordCountAgent", "WordCounter"),
+    )
+    result = looping_cli("check", "--config", path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{path}: 3 startup problems:"
+    assert lines[1] == (
+        "  - the signing key is read from the environment variable A2A_SIGNING_KEY, which is not "
+        "set; generate one with `looping keys` and export it @ $.security.signing_key"
+    )
+    assert lines[2] == (
+        "  - [store] url must start with sqlite:/// or postgresql://, got mysql: @ $.store.url"
+    )
+    assert lines[3].startswith("  - tenants.t.agent: ")
+
+
+def test_check_refuses_a_key_that_is_not_an_ed25519_private_jwk(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "key.toml", TENANT)
+    public = {k: v for k, v in json.loads(KEY["A2A_SIGNING_KEY"]).items() if k != "d"}
+    for value, problem in (
+        ("not json", "A2A_SIGNING_KEY does not hold a JSON Web Key (JSON)"),
+        (json.dumps(public), "A2A_SIGNING_KEY: "),
+        (json.dumps({"kty": "EC", "crv": "P-256"}), "A2A_SIGNING_KEY: "),
+    ):
+        result = looping_cli("check", "--config", path, env={"A2A_SIGNING_KEY": value})
+        assert result.returncode == 1, value
+        assert f"  - {problem}" in result.stderr, result.stderr
+        assert value not in result.stderr or value == "not json"  # never echoes a key
+
+
+def test_check_connect_shows_the_migration_state_or_one_line_why_not(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    store = tmp_path / "store.db"
+    path = write(tmp_path / "db.toml", f'[store]\nurl = "sqlite:///{store}"\n' + TENANT)
+    result = looping_cli("check", "--config", path, "--connect", env=KEY)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].startswith(
+        f"store: sqlite:///{store}: migrations pending 0001, "
+    )
+    assert looping_cli("db", "upgrade", "--config", path).returncode == 0
+    again = looping_cli("check", "--config", path, "--connect", env=KEY)
+    assert again.stdout.splitlines()[-1] == f"store: sqlite:///{store}: migrations up to date"
+    # A PostgreSQL server that is not there: one line, the cause, no traceback.
+    port = unused_port()
+    nowhere = write(
+        tmp_path / "pg.toml",
+        f'[store]\nurl = "postgresql://looping@127.0.0.1:{port}/agents"\n' + TENANT,
+    )
+    refused = looping_cli("check", "--config", nowhere, "--connect", env=KEY)
+    assert refused.returncode == 1
+    assert "Traceback" not in refused.stderr
+    assert refused.stderr.splitlines()[1].startswith("  - cannot connect to the store: ")
+    assert "Connection refused" in refused.stderr
+    status = looping_cli("db", "status", "--config", nowhere)
+    assert status.returncode == 1
+    assert status.stderr.startswith("cannot connect to the store: ")
+    assert len(status.stderr.splitlines()) == 1
+
+
+def test_db_status_never_prints_a_password(looping_cli: Cli, tmp_path: Path) -> None:
+    port = unused_port()
+    path = write(
+        tmp_path / "pw.toml", f'[store]\nurl = "postgresql://app:s3cret@127.0.0.1:{port}/a"\n'
+    )
+    result = looping_cli("db", "status", "--config", path)
+    assert "s3cret" not in result.stdout + result.stderr
 
 
 def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import SigningKey, verify_card
-from looping_core.testing import config_toml, tenant_toml
+from looping_core.testing import config_toml, ed25519_private_jwk, tenant_toml
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -58,6 +58,25 @@ def test_serve_refuses_to_start_without_a_signing_key(looping_cli: Cli, tmp_path
         "the signing key is read from the environment variable LPT_SERVE_KEY, which is not set; "
         "generate one with `looping keys` and export it\n"
     )
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_serve_with_a_store_it_cannot_reach_says_so_in_one_line_and_never_serves(
+    looping_cli: Cli, tmp_path: Path, workers: int
+) -> None:
+    path = tmp_path / "looping.toml"
+    write_config(path, unused_port())
+    nowhere = f"postgresql://looping@127.0.0.1:{unused_port()}/agents"
+    path.write_text(path.read_text().replace(f"sqlite:///{tmp_path / 'looping.db'}", nowhere))
+    result = looping_cli(
+        "serve", "--config", str(path), "--workers", str(workers),
+        env={"LPT_SERVE_KEY": json.dumps(ed25519_private_jwk("k"))},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "serving" not in result.stderr  # it never was
+    assert result.stderr.splitlines()[-1].startswith("cannot connect to the store: ")
+    assert "Connection refused" in result.stderr
 
 
 def test_serve_refuses_to_start_with_plugin_problems(looping_cli: Cli, tmp_path: Path) -> None:

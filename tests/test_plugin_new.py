@@ -3,12 +3,15 @@ host's `looping check` accepts a config that enables it."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from looping_core.testing import ed25519_private_jwk
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -35,7 +38,8 @@ def test_a_new_plugin_installs_and_passes_its_own_tests(looping_cli: Cli, tmp_pa
     )  # fmt: skip
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert "2 passed" in tests.stdout
-    checked = looping_cli("check", "--config", str(plugin / "looping.toml"), site=site)
+    key = {"A2A_SIGNING_KEY": json.dumps(ed25519_private_jwk("plugin-key"))}
+    checked = looping_cli("check", "--config", str(plugin / "looping.toml"), site=site, env=key)
     assert checked.returncode == 0, checked.stderr
     assert "plugin 'my-tools' (my-tools 0.1.0)" in checked.stdout
 

@@ -23,6 +23,7 @@ from looping_core.a2a._keys import (
     SigningKey,
     SigningKeyError,
     generate_signing_key,
+    load_signing_key,
 )
 from looping_core.a2a._models import (
     TERMINAL_STATES,
@@ -93,6 +94,7 @@ __all__ = [
     "blocks_to_parts",
     "from_wire",
     "generate_signing_key",
+    "load_signing_key",
     "part_to_block",
     "parts_to_blocks",
     "to_wire",

@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import NoReturn
 
 import aiohttp
 from aiohttp import web
@@ -51,10 +52,12 @@ from looping_core.server._streams import EventHub
 from looping_core.store import (
     Database,
     SessionStore,
+    StoreError,
     SubtaskStore,
     TaskStore,
     adopt_orphans,
     bind,
+    connection_problem,
     ensure_plugin_stores,
     upgrade,
 )
@@ -231,10 +234,13 @@ def _services(
         database = Database.from_url(config.store.url)
         try:
             node = node_of(config)
-            if worker is None:
-                await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
-            else:
-                await database.run_alone(bind, database.peewee)
+            try:
+                if worker is None:
+                    await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
+                else:
+                    await database.run_alone(bind, database.peewee)
+            except Exception as exc:
+                _raise_one_line(exc)
             store = TaskStore(database, node=node, worker=worker or 0)
             async with aiohttp.ClientSession() as session:
                 jwks = JwksCache(
@@ -299,8 +305,19 @@ def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
     database = Database.from_url(config.store.url)
     try:
         database.run_sync(_prepare, database, _plugin_stores(plugins), node_of(config), workers)
+    except Exception as exc:
+        _raise_one_line(exc)
     finally:
         database.close()
+
+
+def _raise_one_line(error: Exception) -> NoReturn:
+    """A store that cannot be reached is one line naming the cause (`StoreError`), not the
+    driver's traceback; anything else is raised as it is."""
+    problem = connection_problem(error)
+    if problem is None:
+        raise error
+    raise StoreError(problem) from None
 
 
 def node_of(config: Config) -> str:

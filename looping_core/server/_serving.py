@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -54,8 +55,9 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
     if count == 1:
         app = create_app(config, plugins=plugins)
         _check_port_free(config.server.host, config.server.port)
-        _announce(config, count, new_loop)
-        _run_app(app, config, new_loop(), worker=False)
+        # Announced once it is up: the store opened and migrated, the port listening.
+        up = functools.partial(_announce, config, count, new_loop)
+        _run_app(app, config, new_loop(), worker=False, on_up=up)
         return
     if not hasattr(os, "fork"):
         raise ServeError(
@@ -298,12 +300,18 @@ async def listen(
 
 
 def _run_app(
-    app: web.Application, config: Config, loop: asyncio.AbstractEventLoop, *, worker: bool
+    app: web.Application,
+    config: Config,
+    loop: asyncio.AbstractEventLoop,
+    *,
+    worker: bool,
+    on_up: Callable[[], None] = lambda: None,
 ) -> None:
-    """Serve `app` until stopped. A worker shares the port (SO_REUSEPORT) and leaves stop
-    signals to `_worker_lifecycle`; a single server stops gracefully on SIGINT or SIGTERM."""
+    """Serve `app` until stopped (`on_up` once it listens). A worker shares the port
+    (SO_REUSEPORT) and leaves stop signals to `_worker_lifecycle`; a single server stops
+    gracefully on SIGINT or SIGTERM."""
     asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(app, config, worker=worker))
+    main = loop.create_task(_serve(app, config, worker=worker, on_up=on_up))
     try:
         loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):
@@ -318,7 +326,9 @@ def _run_app(
         loop.close()
 
 
-async def _serve(app: web.Application, config: Config, *, worker: bool) -> None:
+async def _serve(
+    app: web.Application, config: Config, *, worker: bool, on_up: Callable[[], None]
+) -> None:
     loop = asyncio.get_running_loop()
     if not worker:
         for signum in _STOP_SIGNALS:
@@ -331,6 +341,7 @@ async def _serve(app: web.Application, config: Config, *, worker: bool) -> None:
         reuse_port=worker,
         access_log=access_log,
     )
+    on_up()
     try:
         await asyncio.Event().wait()  # until stopped
     finally:

@@ -13,7 +13,13 @@
 - `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
 """
 
-from looping_core.store._db import Database, StoreError, open_database
+from looping_core.store._db import (
+    Database,
+    StoreError,
+    connection_problem,
+    open_database,
+    store_url_problem,
+)
 from looping_core.store._errors import (
     ContextMismatch,
     InvalidPageToken,
@@ -64,10 +70,12 @@ __all__ = [
     "adopt_node",
     "adopt_orphans",
     "bind",
+    "connection_problem",
     "ensure_plugin_stores",
     "migration_status",
     "now_us",
     "open_database",
     "plugin_versions",
+    "store_url_problem",
     "upgrade",
 ]

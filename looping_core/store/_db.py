@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import importlib.util
 import queue
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +35,7 @@ from playhouse.db_url import connect
 
 from looping_core.errors import LoopingError
 
-__all__ = ["Database", "StoreError", "open_database"]
+__all__ = ["Database", "StoreError", "connection_problem", "open_database", "store_url_problem"]
 
 _T = TypeVar("_T")
 
@@ -56,19 +57,43 @@ class StoreError(LoopingError):
     """The store cannot be opened or migrated."""
 
 
+def store_url_problem(url: str) -> str | None:
+    """What keeps `[store] url` from being opened, without connecting (the scheme, the driver),
+    in one line naming the fix; `None` when nothing does."""
+    if url.startswith("sqlite:///"):
+        return None
+    if url.startswith(("postgresql://", "postgres://")):
+        if importlib.util.find_spec("psycopg2") is None:
+            return (
+                "the PostgreSQL driver is not installed; install it with "
+                "pip install 'looping-core[postgres]'"
+            )
+        return None
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    return f"[store] url must start with sqlite:/// or postgresql://, got {scheme}:"
+
+
+def connection_problem(exc: BaseException) -> str | None:
+    """One line for a store that cannot be reached (`cannot connect to the store: ...`), from
+    the driver's error; `None` for any other error."""
+    if not isinstance(exc, (*_CONNECTION_ERRORS, peewee.ImproperlyConfigured)):
+        return None
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"cannot connect to the store: {first}"
+
+
 def open_database(url: str) -> peewee.Database:
     """A peewee database for `[store] url`: `sqlite:///path` (WAL) or `postgresql://...`."""
+    problem = store_url_problem(url)
+    if problem is not None:
+        raise StoreError(problem)
     if url.startswith("sqlite:///"):
         path = url.removeprefix("sqlite:///")
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         return peewee.SqliteDatabase(path, pragmas=SQLITE_PRAGMAS)
-    if url.startswith(("postgresql://", "postgres://")):
-        database: peewee.Database = connect(url)
-        return database
-    raise StoreError(
-        f"[store] url must start with sqlite:/// or postgresql://, got {url.split(':', 1)[0]}:"
-    )
+    database: peewee.Database = connect(url)
+    return database
 
 
 def _writer_lock_file(database: peewee.Database) -> IO[bytes] | None:

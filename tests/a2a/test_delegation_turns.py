@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from looping_core.agent import AgentLoadError
-from looping_core.testing import FakeGateway, FakeModelServer, Reply
+from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
 from a2a_support import keeper, serving, start_agent
 
@@ -126,13 +126,15 @@ def test_looping_check_makes_the_agents_and_reports_a_wordless_policy(
     """`check` reads every agent's seams as `serve` does, so a policy missing a word shows."""
     config = tmp_path / "looping.toml"
     config.write_text(keeper("http://127.0.0.1:9/v1", agent="a2a_agents:WordlessPlanningAgent"))
-    result = looping_cli("check", "--config", str(config), site=Path(__file__).parent)
+    key = {"A2A_SIGNING_KEY": json.dumps(ed25519_private_jwk("check-key"))}
+    result = looping_cli("check", "--config", str(config), site=Path(__file__).parent, env=key)
     assert result.returncode == 1
     assert "WordlessPlanningAgent.round_policy()" in result.stderr
     assert "budget_spent" in result.stderr
     good = tmp_path / "good.toml"
     good.write_text(keeper("http://127.0.0.1:9/v1", agent="a2a_agents:PlanningAgent"))
-    assert looping_cli("check", "--config", str(good), site=Path(__file__).parent).returncode == 0
+    checked = looping_cli("check", "--config", str(good), site=Path(__file__).parent, env=key)
+    assert checked.returncode == 0, checked.stderr
 
 
 async def test_cancel_during_a_wave_stops_every_subagent_with_the_policys_words(
