@@ -9,8 +9,10 @@ words a leaf the same way for every reader.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 
+import attrs
 import cattrs
 from cattrs.errors import ClassValidationError, ForbiddenExtraKeysError, IterableValidationError
 
@@ -80,9 +82,18 @@ def error_leaves(exc: BaseException, path: str) -> Iterator[tuple[BaseException,
 def describe(exc: BaseException) -> str:
     """A leaf error in words (never the offending value, unless the error's own message has it)."""
     if isinstance(exc, ForbiddenExtraKeysError):
-        return f"extra fields found ({', '.join(sorted(exc.extra_fields))})"
+        known = [field.name for field in attrs.fields(exc.cl)] if attrs.has(exc.cl) else []
+        return (
+            f"extra fields found ({', '.join(_guess(e, known) for e in sorted(exc.extra_fields))})"
+        )
     if isinstance(exc, KeyError):
         return "required field missing"
     if isinstance(exc, ValueError | TypeError) and str(exc):
         return str(exc)
     return "invalid value"
+
+
+def _guess(unknown: str, known: list[str]) -> str:
+    """`unknown`, with the closest known name when one is close (`hots: did you mean host?`)."""
+    close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
+    return f"{unknown}: did you mean {close[0]}?" if close else unknown

@@ -16,6 +16,7 @@ from functools import wraps
 from pathlib import Path
 from typing import Any, ParamSpec, TextIO, TypeVar
 
+import attrs
 import click
 import peewee
 
@@ -75,7 +76,7 @@ def _clean_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="looping-core")
 def main() -> None:
     """looping: the zero-trust A2A agent foundation."""
@@ -156,10 +157,28 @@ def keys(kid: str | None, quiet: bool) -> None:
     default=None,
     help="Server processes sharing the socket and the store (default: [server] workers).",
 )
+@click.option("--host", default=None, help="Listen here instead of [server] host.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Listen here instead of [server] port.",
+)
 @_clean_errors
-def serve(config_path: Path | None, workers: int | None) -> None:
+def serve(
+    config_path: Path | None, workers: int | None, host: str | None, port: int | None
+) -> None:
     """Validate everything, then serve the A2A edge on [server] host and port."""
     config = load_config(resolve_config_path(config_path))
+    if host is not None or port is not None:
+        # As if the file said so: cards, endpoints and token audiences follow (unless
+        # [server] public_url names the address gateways use).
+        listen = attrs.evolve(
+            config.server,
+            host=config.server.host if host is None else host,
+            port=config.server.port if port is None else port,
+        )
+        config = attrs.evolve(config, server=listen)
     plugins = PluginHost.load(config)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"

@@ -178,7 +178,10 @@ def test_check_finds_what_serve_would_refuse_all_at_once(looping_cli: Cli, tmp_p
     assert lines[2] == (
         "  - [store] url must start with sqlite:/// or postgresql://, got mysql: @ $.store.url"
     )
-    assert lines[3].startswith("  - tenants.t.agent: ")
+    assert lines[3] == (
+        "  - tenants.t.agent: 'looping_plugins_example.agent' has no attribute 'WordCounter' (did "
+        "you mean 'WordCountAgent'?); point it at your agent class"
+    )
 
 
 def test_check_refuses_a_key_that_is_not_an_ed25519_private_jwk(

@@ -126,6 +126,33 @@ def test_serve_serves_the_signed_card(tmp_path: Path, event_loop: str) -> None:
     assert f"(event loop: {event_loop})" in log
 
 
+def test_serve_host_and_port_override_the_config_and_the_card_follows(tmp_path: Path) -> None:
+    configured, port = unused_port(), unused_port()
+    config = write_config(tmp_path / "looping.toml", configured)
+    environment = dict(os.environ, LPT_SERVE_KEY=json.dumps(ed25519_private_jwk("k")))
+    process = subprocess.Popen(
+        [_script("looping"), "serve", "--config", config, "--host", "127.0.0.1", "--port",
+         str(port)],
+        env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        card = _get_json(f"http://127.0.0.1:{port}/.well-known/agent-card.json", process)
+        assert card["supportedInterfaces"][0]["url"] == f"http://127.0.0.1:{port}/a2a"
+        ready = _get_json(f"http://127.0.0.1:{port}/readyz", process)
+        assert ready == {"status": "ready"}
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, log = process.communicate(timeout=30)
+    assert f"on 127.0.0.1:{port}" in log
+
+
+def test_dash_h_is_help(looping_cli: Cli) -> None:
+    for arguments in (["-h"], ["serve", "-h"], ["db", "status", "-h"]):
+        result = looping_cli(*arguments)
+        assert result.returncode == 0, arguments
+        assert "Show this message and exit." in result.stdout
+
+
 def _script(name: str) -> str:
     return str(Path(sys.executable).with_name(name))
 

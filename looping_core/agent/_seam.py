@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import difflib
 import enum
 import importlib
 import uuid
@@ -201,7 +202,16 @@ def load_agent_class(tenant: str, reference: str) -> type[Agent]:
         ) from exc
     target: object = module
     for part in attribute.split("."):
-        target = getattr(target, part, None)
+        found = getattr(target, part, None)
+        if found is None:
+            names = [name for name in dir(target) if not name.startswith("_")]
+            close = difflib.get_close_matches(part, names, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise AgentLoadError(
+                f"{where}: {module_name!r} has no attribute {part!r}{guess}; point it at your "
+                "agent class"
+            )
+        target = found
     if not (isinstance(target, type) and issubclass(target, Agent)):
         raise AgentLoadError(
             f"{where}: {reference!r} is not a subclass of looping_core.agent.Agent; point it at "

@@ -4,6 +4,7 @@ every problem in the file at once, in one `ConfigError` that names the file."""
 from __future__ import annotations
 
 import datetime
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping
@@ -139,10 +140,13 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
         problems.extend(card_problems)
+    sections = ["server", "security", "store", "card", "runner", "push", "streaming", "plugins"]
     for unknown in raw:
+        close = difflib.get_close_matches(unknown, [*sections, "tenants"], n=1)
+        guess = f" (did you mean {close[0]}?)" if close else ""
         problems.append(
-            f"unknown section {unknown!r}; the sections are server, security, store, card, "
-            f"runner, push, streaming, plugins and tenants @ $.{unknown}"
+            f"unknown section {unknown!r}{guess}; the sections are {', '.join(sections)} and "
+            f"tenants @ $.{unknown}"
         )
     problems.extend(check_server(server))
     problems.extend(check_security(security))

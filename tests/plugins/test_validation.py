@@ -199,7 +199,7 @@ def test_plugin_settings_are_structured_strictly() -> None:
         p.message.split(": ", 2)[-1] for p in problems_of("needs-secret", settings=settings)
     ] == [
         "expected a string, got integer @ $.plugins.needs-secret.region",
-        "extra fields found (regoin) @ $.plugins.needs-secret",
+        "extra fields found (regoin: did you mean region?) @ $.plugins.needs-secret",
     ]
 
 

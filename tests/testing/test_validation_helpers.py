@@ -19,7 +19,8 @@ def test_bad_settings_are_the_hosts_problems() -> None:
     assert problem.code == "config-invalid"
     assert problem.message == (
         "plugin 'example-notes' (looping-plugins-example 0.1.0): invalid settings in "
-        "<settings for example-notes>: extra fields found (max_note) @ $.plugins.example-notes"
+        "<settings for example-notes>: extra fields found (max_note: did you mean max_notes?) "
+        "@ $.plugins.example-notes"
     )
 
 
