@@ -43,6 +43,7 @@ from looping_core.store import (
     adopt_node,
     connection_problem,
     migration_status,
+    nothing_applied,
     plugin_versions,
     store_url_problem,
     upgrade,
@@ -96,7 +97,10 @@ def check(config_path: Path | None, connect: bool) -> None:
         load_signing_key(config.security.signing_key)
     except SigningKeyError as exc:
         problems.append(f"{exc} @ $.security.signing_key")
-    store_problem = store_url_problem(config.store.url)
+    try:
+        store_problem = store_url_problem(config.store.location())
+    except LoopingError as exc:
+        store_problem = str(exc)
     if store_problem is not None:
         problems.append(f"{store_problem} @ $.store.url")
     plugins = "none"
@@ -112,7 +116,11 @@ def check(config_path: Path | None, connect: bool) -> None:
     status = None
     if connect and store_problem is None:
         try:
-            status = _on_store(config, migration_status)
+            status = (
+                nothing_applied()
+                if _no_database_yet(config)  # looking must not create it
+                else _on_store(config, migration_status)
+            )
         except StoreError as exc:
             problems.append(str(exc))
     if problems:
@@ -197,6 +205,12 @@ def db() -> None:
 def db_status(config_path: Path | None) -> None:
     """Show applied and pending core migrations, and plugin store versions."""
     config = load_config(resolve_config_path(config_path))
+    if _no_database_yet(config):
+        click.echo(f"store: {_shown_url(config.store.url)}")
+        click.echo("  no database yet: `looping serve` or `looping db upgrade` creates it")
+        for migration in nothing_applied().pending:
+            click.echo(f"  pending  {migration.version:04d}  {migration.name}")
+        return
     status, plugins = _on_store(config, lambda db: (migration_status(db), plugin_versions(db)))
     click.echo(f"store: {_shown_url(config.store.url)}")
     for version in status.applied:
@@ -235,7 +249,7 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
         )
     if _on_store(config, migration_status).pending:
         raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
-    database = Database.from_url(config.store.url)
+    database = Database.from_url(config.store.location())
     try:
         tasks, pushes = database.run_sync(adopt_node, database, gone, node, config.server.workers)
     finally:
@@ -251,7 +265,7 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
 def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
     """Run `work` on the configured store's own thread, then close the store; a store that
     cannot be reached is one line (`StoreError`), not the driver's traceback."""
-    database = Database.from_url(config.store.url)
+    database = Database.from_url(config.store.location())
     try:
         return database.run_sync(work, database.peewee)
     except Exception as exc:
@@ -261,6 +275,13 @@ def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
         raise StoreError(problem) from None
     finally:
         database.close()
+
+
+def _no_database_yet(config: Config) -> bool:
+    """An SQLite store whose file does not exist (opening it would create it)."""
+    url = config.store.location()
+    path = url.removeprefix("sqlite:///")
+    return url.startswith("sqlite:///") and path != ":memory:" and not Path(path).exists()
 
 
 def _problems_of(error: LoopingError) -> list[str]:

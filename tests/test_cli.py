@@ -309,3 +309,54 @@ def test_db_adopt_refuses_its_own_node_and_an_old_store(looping_cli: Cli, tmp_pa
     old = looping_cli("db", "adopt", "gone", "--config", path)
     assert old.returncode == 1
     assert old.stderr == "the store has pending migrations; run `looping db upgrade` first\n"
+
+
+def test_a_relative_sqlite_path_is_the_config_files_and_looking_creates_nothing(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    folder, elsewhere = tmp_path / "deploy", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    path = write(folder / "looping.toml", '[store]\nurl = "sqlite:///state/looping.db"\n' + TENANT)
+    status = looping_cli("db", "status", "--config", path, cwd=elsewhere)
+    assert status.returncode == 0, status.stderr
+    assert status.stdout.splitlines()[:3] == [
+        f"store: sqlite:///{folder}/state/looping.db",
+        "  no database yet: `looping serve` or `looping db upgrade` creates it",
+        "  pending  0001  tasks, messages, artifacts, push",
+    ]
+    checked = looping_cli("check", "--config", path, "--connect", env=KEY, cwd=elsewhere)
+    assert checked.returncode == 0, checked.stderr
+    assert not (folder / "state").exists()  # neither looking created it
+    assert list(elsewhere.iterdir()) == []
+    assert looping_cli("db", "upgrade", "--config", path, cwd=elsewhere).returncode == 0
+    assert (folder / "state" / "looping.db").exists()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_store_url_with_a_password_is_refused_and_env_urls_are_read_when_used(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    inline = write(
+        tmp_path / "inline.toml", '[store]\nurl = "postgresql://app:s3cret@db.example/agents"\n'
+    )
+    refused = looping_cli("db", "status", "--config", inline)
+    assert refused.returncode == 1
+    assert "s3cret" not in refused.stderr
+    assert (
+        "a password in the store URL is a secret written inline; put the whole URL in an "
+        'environment variable and write url = "env:DATABASE_URL" @ $.store.url'
+    ) in refused.stderr
+    indirect = write(tmp_path / "env.toml", '[store]\nurl = "env:LPT_DATABASE_URL"\n')
+    unset = looping_cli("db", "upgrade", "--config", indirect)
+    assert unset.returncode == 1
+    assert unset.stderr == (
+        "[store] url is read from the environment variable LPT_DATABASE_URL, which is not set; "
+        "export it before starting\n"
+    )
+    store = tmp_path / "from-env.db"
+    env = {"LPT_DATABASE_URL": f"sqlite:///{store}"}
+    assert looping_cli("db", "upgrade", "--config", indirect, env=env).returncode == 0
+    status = looping_cli("db", "status", "--config", indirect, env=env)
+    assert status.stdout.splitlines()[0] == "store: env:LPT_DATABASE_URL"
+    assert status.stdout.splitlines()[-1] == "up to date"

@@ -22,10 +22,12 @@ from looping_core.config._model import (
     RunnerConfig,
     SecurityConfig,
     ServerConfig,
+    StoreConfig,
     StreamingConfig,
     TenantConfig,
     TenantModelConfig,
 )
+from looping_core.contract import SecretRef
 
 __all__ = [
     "AGENT_REF",
@@ -37,6 +39,7 @@ __all__ = [
     "check_runner",
     "check_security",
     "check_server",
+    "check_store",
     "check_streaming",
 ]
 
@@ -137,6 +140,23 @@ def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
             "@ $.push.backoff_seconds"
         )
     return problems
+
+
+def check_store(store: StoreConfig) -> list[str]:
+    """A store URL names its database; a password in it is a secret written inline."""
+    if store.url.startswith("env:"):
+        try:
+            SecretRef.parse(store.url)
+        except ValueError as exc:
+            return [f"{exc} @ $.store.url"]
+        return []
+    credentials = urlsplit(store.url).password if "://" in store.url else None
+    if credentials:
+        return [
+            "a password in the store URL is a secret written inline; put the whole URL in an "
+            'environment variable and write url = "env:DATABASE_URL" @ $.store.url'
+        ]
+    return []
 
 
 def check_streaming(streaming: StreamingConfig) -> list[str]:

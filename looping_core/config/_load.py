@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import cattrs
 
 from looping_core._strict import describe, error_leaves, register_strict_primitives
@@ -24,6 +25,7 @@ from looping_core.config._checks import (
     check_runner,
     check_security,
     check_server,
+    check_store,
     check_streaming,
 )
 from looping_core.config._model import (
@@ -117,7 +119,16 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(source, [f"cannot read the file: {exc} @ $"]) from None
-    return parse_config(text, source=source)
+    config = parse_config(text, source=source)
+    return attrs.evolve(config, store=_beside(config.store, Path(path).resolve().parent))
+
+
+def _beside(store: StoreConfig, folder: Path) -> StoreConfig:
+    """A relative SQLite path is the config file's folder's, wherever the command runs."""
+    path = store.url.removeprefix("sqlite:///")
+    if not store.url.startswith("sqlite:///") or path == ":memory:" or Path(path).is_absolute():
+        return store
+    return attrs.evolve(store, url=f"sqlite:///{folder / path}")
 
 
 def parse_config(text: str, source: str = "<string>") -> Config:
@@ -152,6 +163,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     problems.extend(check_security(security))
     problems.extend(check_runner(runner, push))
     problems.extend(check_streaming(streaming))
+    problems.extend(check_store(store))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from looping_core.contract import SecretRef
+from looping_core.errors import LoopingError
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -145,9 +146,24 @@ class CardConfig:
 
 @attrs.frozen
 class StoreConfig:
-    """`[store]`: the database URL (SQLite by default: one file, nothing to start)."""
+    """`[store]`: the database URL (SQLite by default: one file, nothing to start).
+
+    A relative SQLite path is the config file's folder's (resolved when the file is loaded). A
+    URL with a password is a secret: write `url = "env:DATABASE_URL"` and put it there."""
 
     url: str = "sqlite:///looping.db"
+
+    def location(self, environ: Mapping[str, str] | None = None) -> str:
+        """The URL to open: `url`, or the value of the variable `env:NAME` names (read now)."""
+        if not self.url.startswith("env:"):
+            return self.url
+        secret = SecretRef.parse(self.url)
+        if not secret.is_set(environ):
+            raise LoopingError(
+                f"[store] url is read from the environment variable {secret.env}, which is not "
+                "set; export it before starting"
+            )
+        return secret.value(environ)
 
 
 @attrs.frozen

@@ -231,7 +231,7 @@ def _services(
     the handlers find them, with the edge, in `app[SERVICES]`."""
 
     async def context(app: web.Application) -> AsyncIterator[None]:
-        database = Database.from_url(config.store.url)
+        database = Database.from_url(config.store.location())
         try:
             node = node_of(config)
             try:
@@ -302,7 +302,7 @@ def _services(
 def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
     """What a server does once before its workers start: migrate the store, ensure the plugin
     stores, and hand its node's turns and pushes left by slots beyond `workers` to live ones."""
-    database = Database.from_url(config.store.url)
+    database = Database.from_url(config.store.location())
     try:
         database.run_sync(_prepare, database, _plugin_stores(plugins), node_of(config), workers)
     except Exception as exc:
@@ -329,7 +329,7 @@ def node_of(config: Config) -> str:
     """
     if config.server.node:
         return config.server.node
-    if not config.store.url.startswith(("postgresql:", "postgres:")):
+    if not config.store.location().startswith(("postgresql:", "postgres:")):
         return LOCAL_NODE
     return _host_node()
 

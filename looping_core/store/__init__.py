@@ -36,6 +36,7 @@ from looping_core.store._migrations import (
     bind,
     ensure_plugin_stores,
     migration_status,
+    nothing_applied,
     plugin_versions,
     upgrade,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "connection_problem",
     "ensure_plugin_stores",
     "migration_status",
+    "nothing_applied",
     "now_us",
     "open_database",
     "plugin_versions",

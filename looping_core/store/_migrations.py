@@ -32,6 +32,7 @@ __all__ = [
     "bind",
     "ensure_plugin_stores",
     "migration_status",
+    "nothing_applied",
     "plugin_versions",
     "upgrade",
 ]
@@ -124,6 +125,11 @@ MIGRATIONS: Sequence[Migration] = (
 class MigrationStatus:
     applied: tuple[int, ...]
     pending: tuple[Migration, ...]
+
+
+def nothing_applied() -> MigrationStatus:
+    """The status of a database that does not exist yet: every migration pending."""
+    return MigrationStatus((), tuple(MIGRATIONS))
 
 
 def bind(db: peewee.Database) -> None:
