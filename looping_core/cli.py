@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -21,9 +20,10 @@ import click
 import peewee
 
 from looping_core import server
+from looping_core._logs import configure as configure_logs
 from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
 from looping_core.agent import Agent
-from looping_core.config import MAX_WORKERS, Config, load_config, resolve_config_path
+from looping_core.config import LOG_LEVELS, MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import LoopingError, problem_list
 from looping_core.gateway import (
     JWKS_ROUTE,
@@ -172,9 +172,19 @@ def keys(kid: str | None, quiet: bool) -> None:
     default=None,
     help="Listen here instead of [server] port.",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default=None,
+    help="debug, info, warning or error (default: [observability] log_level).",
+)
 @_clean_errors
 def serve(
-    config_path: Path | None, workers: int | None, host: str | None, port: int | None
+    config_path: Path | None,
+    workers: int | None,
+    host: str | None,
+    port: int | None,
+    log_level: str | None,
 ) -> None:
     """Validate everything, then serve the A2A edge on [server] host and port."""
     config = load_config(resolve_config_path(config_path))
@@ -188,9 +198,8 @@ def serve(
         )
         config = attrs.evolve(config, server=listen)
     plugins = PluginHost.load(config)
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s"
-    )
+    observability = config.observability
+    configure_logs(log_level or observability.log_level, observability.log_format)
     server.serve(config, plugins, workers=workers)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,11 +13,12 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import SigningKey, verify_card
-from looping_core.testing import config_toml, ed25519_private_jwk, tenant_toml
+from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -174,3 +176,65 @@ def _get_json(url: str, process: subprocess.Popen[str]) -> dict:  # type: ignore
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.1)
+
+
+async def test_json_logs_say_which_request_tenant_caller_and_task_never_the_token(
+    tmp_path: Path,
+) -> None:
+    port = unused_port()
+    async with FakeGateway() as gateway:
+        path = tmp_path / "looping.toml"
+        path.write_text(
+            config_toml(
+                port=port,
+                gateway_origins=[gateway.origin],
+                signing_key_env="LPT_SERVE_KEY",
+                store_url=f"sqlite:///{tmp_path / 'looping.db'}",
+                extra='[observability]\nlog_format = "json"\n'
+                + tenant_toml("alice", "looping_plugins_example.agent:WordCountAgent"),
+            )
+        )
+        log = tmp_path / "serve.log"
+        environment = dict(os.environ, LPT_SERVE_KEY=json.dumps(ed25519_private_jwk("k")))
+        with log.open("wb") as output:
+            process = subprocess.Popen(
+                [_script("looping"), "serve", "--config", str(path), "--log-level", "info"],
+                env=environment, stdout=output, stderr=output,
+            )  # fmt: skip
+        try:
+            endpoint = f"http://127.0.0.1:{port}/a2a"
+            await asyncio.to_thread(_get_json, f"http://127.0.0.1:{port}/healthz", process)
+            token = gateway.token(tenant="alice", aud=endpoint, sub="ann")
+            body = {
+                "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {
+                    "tenant": "alice",
+                    "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "a b"}]},
+                    "configuration": {"taskPushNotificationConfig": gateway.push_config()},
+                },
+            }  # fmt: skip
+            headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0",
+                       "X-Request-Id": "req-42"}  # fmt: skip
+            async with (
+                aiohttp.ClientSession() as session,
+                session.post(endpoint, json=body, headers=headers) as response,
+            ):
+                assert response.headers["X-Request-Id"] == "req-42"
+                task_id = (await response.json())["result"]["task"]["id"]
+            await gateway.wait_for_pushes(1)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(process.wait, 30)
+    text = log.read_text()
+    assert token not in text
+    lines = [json.loads(line) for line in text.splitlines()]  # every line is one JSON object
+    access = [entry for entry in lines if entry["logger"] == "aiohttp.access"]
+    sent = next(entry for entry in access if entry.get("request_id") == "req-42")
+    assert (sent["method"], sent["path"], sent["status"]) == ("POST", "/a2a", 200)
+    assert sent["duration_ms"] > 0
+    assert (sent["tenant"], sent["subject"]) == ("alice", "ann")
+    [ended] = [entry for entry in lines if "ended" in entry["message"]]
+    assert (ended["task_id"], ended["tenant"], ended["subject"]) == (task_id, "alice", "ann")
+    assert ended["outcome"] == "completed"
+    assert ended["duration_ms"] >= 0
+    assert any(entry["message"].startswith("stopping: SIGTERM") for entry in lines)

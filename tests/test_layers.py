@@ -15,7 +15,13 @@ from test_import_graph import modules_after_importing
 import looping_core
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("looping_core", "looping_core.errors", "looping_core._origins", "looping_core._strict"),
+    (
+        "looping_core",
+        "looping_core.errors",
+        "looping_core._origins",
+        "looping_core._strict",
+        "looping_core._logs",
+    ),
     ("looping_core.contract", "looping_core.hookspecs"),
     ("looping_core.content",),
     ("looping_core.config",),

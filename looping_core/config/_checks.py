@@ -13,10 +13,13 @@ from urllib.parse import urlsplit
 from looping_core._origins import is_bare_origin
 from looping_core.config._model import (
     EVENT_LOOPS,
+    LOG_FORMATS,
+    LOG_LEVELS,
     MAX_WORKERS,
     CardConfig,
     LoopSettings,
     ModelChoice,
+    ObservabilityConfig,
     PluginsConfig,
     PushConfig,
     RunnerConfig,
@@ -36,6 +39,7 @@ __all__ = [
     "check_card",
     "check_cross_references",
     "check_model",
+    "check_observability",
     "check_runner",
     "check_security",
     "check_server",
@@ -138,6 +142,19 @@ def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
         problems.append(
             "backoff_seconds must be above 0 and at most backoff_max_seconds "
             "@ $.push.backoff_seconds"
+        )
+    return problems
+
+
+def check_observability(observability: ObservabilityConfig) -> list[str]:
+    problems = []
+    if observability.log_level not in LOG_LEVELS:
+        problems.append(
+            f"log_level must be one of {', '.join(LOG_LEVELS)} @ $.observability.log_level"
+        )
+    if observability.log_format not in LOG_FORMATS:
+        problems.append(
+            f"log_format must be one of {', '.join(LOG_FORMATS)} @ $.observability.log_format"
         )
     return problems
 

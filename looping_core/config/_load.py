@@ -22,6 +22,7 @@ from looping_core.config._checks import (
     check_cross_references,
     check_loop,
     check_model,
+    check_observability,
     check_runner,
     check_security,
     check_server,
@@ -34,6 +35,7 @@ from looping_core.config._model import (
     DEFAULT_STUB_CARD,
     CardConfig,
     Config,
+    ObservabilityConfig,
     PluginsConfig,
     PushConfig,
     RunnerConfig,
@@ -147,11 +149,15 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     runner = _parse_section(raw, "runner", RunnerConfig, problems)
     push = _parse_section(raw, "push", PushConfig, problems)
     streaming = _parse_section(raw, "streaming", StreamingConfig, problems)
+    observability = _parse_section(raw, "observability", ObservabilityConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
         problems.extend(card_problems)
-    sections = ["server", "security", "store", "card", "runner", "push", "streaming", "plugins"]
+    sections = [
+        "server", "security", "store", "card", "runner", "push", "streaming", "observability",
+        "plugins",
+    ]  # fmt: skip
     for unknown in raw:
         close = difflib.get_close_matches(unknown, [*sections, "tenants"], n=1)
         guess = f" (did you mean {close[0]}?)" if close else ""
@@ -164,6 +170,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     problems.extend(check_runner(runner, push))
     problems.extend(check_streaming(streaming))
     problems.extend(check_store(store))
+    problems.extend(check_observability(observability))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:
@@ -188,6 +195,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         runner=runner,
         push=push,
         streaming=streaming,
+        observability=observability,
         plugins=plugins,
         tenants=tenants,
     )

@@ -268,6 +268,21 @@ class PushConfig:
     the end of a turn and a request for input are pushed. Streams always see progress."""
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+LOG_FORMATS = ("text", "json")
+
+
+@attrs.frozen
+class ObservabilityConfig:
+    """`[observability]`: how the server logs."""
+
+    log_level: str = "info"
+    """`debug`, `info`, `warning` or `error` (`looping serve --log-level` overrides it)."""
+    log_format: str = "text"
+    """`text`: one readable line; `json`: one JSON object per line, with the request id, tenant,
+    caller subject and task id where known (never a token)."""
+
+
 @attrs.frozen
 class StreamingConfig:
     """`[streaming]`: SendStreamingMessage and SubscribeToTask over server-sent events."""
@@ -307,6 +322,7 @@ class Config:
     runner: RunnerConfig = RunnerConfig()
     push: PushConfig = PushConfig()
     streaming: StreamingConfig = StreamingConfig()
+    observability: ObservabilityConfig = ObservabilityConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 

@@ -12,12 +12,14 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
+from looping_core._logs import bind
 from looping_core.a2a import (
     Artifact,
     Message,
@@ -91,6 +93,8 @@ class EmbeddedRunner:
         self._settled: dict[str, asyncio.Event] = {}
         self._on_settled = on_settled
         self._watcher: asyncio.Task[None] | None = None
+        self._started: dict[str, float] = {}
+        """When each running turn began (monotonic), for its end's log line."""
 
     def start(self, task_id: str) -> None:
         """Schedule the task's pending turn (idempotent while it is scheduled)."""
@@ -210,6 +214,7 @@ class EmbeddedRunner:
             except Exception:
                 _log.exception("task %s could not be failed either; it stays WORKING", task_id)
         finally:
+            self._started.pop(task_id, None)
             # Forgotten in the same step as its waiters are woken: a duplicate arriving one step
             # later must find no running turn (and answer at once), not wait on a fresh event.
             self._forget(task_id, asyncio.current_task())
@@ -221,10 +226,12 @@ class EmbeddedRunner:
             del self._running[task_id]
 
     async def _run_turn(self, task_id: str) -> None:
+        bind(task_id=task_id)  # this turn's log lines say which task (and, below, whose)
         begun = await self._store.begin_turn(task_id)
         if begun is None:
             return  # canceled before it started, or already taken
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message
+        bind(tenant=caller.tenant, subject=caller.subject)
         while True:
             following = await self._one_turn(task, caller, turn_message)
             if following is None:
@@ -237,6 +244,7 @@ class EmbeddedRunner:
         """Run the turn that `turn_message` began and write its end; the messageId of the
         follow-up that begins the next one when a follow-up joined that this turn never took."""
         task_id = task.id
+        self._started[task_id] = time.monotonic()
         agent = self._agents[caller.tenant]
         at = next(i for i, m in enumerate(task.history) if m.message_id == turn_message)
         latest = task.history[at]
@@ -317,6 +325,7 @@ class EmbeddedRunner:
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
         )
         if won:
+            _log_turn_end(task_id, result, self._started.pop(task_id, None))
             return None
         unseen = await self._store.arrivals(task_id, after=taken_through)
         if unseen and await self._store.next_turn(
@@ -338,6 +347,23 @@ class EmbeddedRunner:
         if event is not None:
             event.set()
         self._on_settled()
+
+
+def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> None:
+    """Every turn's end, once: its outcome, how long it took, its rounds and tokens."""
+    report = result.metadata or {}
+    usage = report.get("looping.usage") or {}
+    fields: dict[str, Any] = {"outcome": result.outcome.name.lower()}
+    if started is not None:
+        fields["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
+    if "looping.rounds" in report:
+        fields["rounds"] = report["looping.rounds"]
+    if isinstance(usage, dict) and usage:
+        fields["tokens"] = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    if result.reason:
+        fields["reason"] = result.reason
+    words = " ".join(f"{name}={value}" for name, value in fields.items())
+    _log.info("turn of task %s ended: %s", task_id, words, extra=fields)
 
 
 class _TurnEvents:

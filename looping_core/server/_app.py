@@ -46,6 +46,7 @@ from looping_core.server._edge import (
 )
 from looping_core.server._health import add_health_routes
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
+from looping_core.server._requests import request_ids
 from looping_core.server._rest import handle_rest
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import EventHub
@@ -100,7 +101,8 @@ def create_app(
         )
     )
     app = web.Application(
-        client_max_size=config.server.max_body_bytes, middlewares=[guard.middleware]
+        client_max_size=config.server.max_body_bytes,
+        middlewares=[guard.middleware, request_ids],
     )
     add_health_routes(app)
     app.router.add_get(JWKS_PATH, handle_jwks)

@@ -24,6 +24,7 @@ import attrs
 from aiohttp import web
 
 from looping_core import store
+from looping_core._logs import bind
 from looping_core.a2a import (
     TokenPolicy,
     TokenRejected,
@@ -357,7 +358,7 @@ async def authenticate(
             metadata={"check": "token-missing"},
         )
     try:
-        return await verify_gateway_token(
+        identity = await verify_gateway_token(
             token.strip(),
             tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
             policy=policy,
@@ -374,6 +375,8 @@ async def authenticate(
         raise Unauthenticated(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None
+    bind(tenant=identity.tenant, subject=identity.subject)  # this request's log lines say so
+    return identity
 
 
 def _claimed_tenant(token: str) -> str:

@@ -31,6 +31,7 @@ from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 from looping_core.server._app import create_app, prepare_store
+from looping_core.server._requests import AccessLogger
 from looping_core.server._services import SERVICES
 
 __all__ = ["Listener", "ServeError", "event_loop_factory", "listen", "serve"]
@@ -282,6 +283,7 @@ async def listen(
     runner = web.AppRunner(
         app,
         access_log=access_log,
+        access_log_class=AccessLogger,
         keepalive_timeout=KEEPALIVE_TIMEOUT_SECONDS,
         lingering_time=LINGERING_SECONDS,
         shutdown_timeout=shutdown_timeout,
@@ -332,7 +334,7 @@ async def _serve(
     loop = asyncio.get_running_loop()
     if not worker:
         for signum in _STOP_SIGNALS:
-            loop.add_signal_handler(signum, _graceful_exit)
+            loop.add_signal_handler(signum, _graceful_exit, signum)
     access_log = logging.getLogger("aiohttp.access") if config.server.access_log else None
     listener = await listen(
         app,
@@ -348,7 +350,10 @@ async def _serve(
         await listener.cleanup()
 
 
-def _graceful_exit() -> None:
+def _graceful_exit(signum: int) -> None:
+    _log.info(
+        "stopping: %s received; finishing the requests in flight", signal.Signals(signum).name
+    )
     raise web.GracefulExit()
 
 

@@ -1,0 +1,105 @@
+"""Logs you can query: what a log line is about (request, tenant, caller, task), and the two
+formats.
+
+The edge and the runner put what they know in context variables as they learn it (`bind`); a
+filter copies them onto every record logged in that context, so each line says which request,
+tenant, caller and task it belongs to without every call site passing them. The caller is its
+subject, never a token. `configure` installs the format: `text` (one readable line) or `json`
+(one JSON object per line, encoded by the standard library's `json`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import datetime
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["FIELDS", "JsonFormatter", "bind", "bound", "configure"]
+
+FIELDS = ("request_id", "tenant", "subject", "task_id")
+"""What a line can say it is about, beside its message."""
+
+_CONTEXT: dict[str, contextvars.ContextVar[str | None]] = {
+    name: contextvars.ContextVar(f"looping_log_{name}", default=None) for name in FIELDS
+}
+_TEXT_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s%(context)s"
+
+
+def bind(**values: str | None) -> None:
+    """Say, for the rest of this context (a request, a turn), what its log lines are about."""
+    for name, value in values.items():
+        _CONTEXT[name].set(value)
+
+
+@contextmanager
+def bound(**values: str | None) -> Iterator[None]:
+    """`bind` for a block only."""
+    tokens = [(_CONTEXT[name], _CONTEXT[name].set(value)) for name, value in values.items()]
+    try:
+        yield
+    finally:
+        for variable, token in reversed(tokens):
+            variable.reset(token)
+
+
+class _Context(logging.Filter):
+    """Copies the bound fields onto each record (and a ` [k=v ...]` suffix for text lines)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        pairs = []
+        for name in FIELDS:
+            value = getattr(record, name, None) or _CONTEXT[name].get()
+            setattr(record, name, value)
+            if value:
+                pairs.append(f"{name}={value}")
+        record.context = f" [{' '.join(pairs)}]" if pairs else ""
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, the bound fields, and any
+    `extra` a call passed (numbers stay numbers)."""
+
+    _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+        "message", "asctime", "context", *FIELDS,
+    }  # fmt: skip
+
+    def format(self, record: logging.LogRecord) -> str:
+        document: dict[str, Any] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "pid": record.process,
+        }
+        for name in FIELDS:
+            value = getattr(record, name, None)
+            if value:
+                document[name] = value
+        for name, value in vars(record).items():
+            if name not in self._STANDARD and not name.startswith("_"):
+                document[name] = value
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, default=str, ensure_ascii=False)
+
+
+def configure(level: str = "info", log_format: str = "text") -> None:
+    """Log to stderr at `level` (`debug`, `info`, `warning`, `error`) as `text` or `json`."""
+    handler = logging.StreamHandler()
+    handler.addFilter(_Context())
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter(_TEXT_FORMAT))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper())
