@@ -134,6 +134,8 @@ class Database:
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._closing = threading.Lock()
         self._closed = False
+        self._generation = 0
+        """Counts connection failures seen by any thread: each thread reconnects when it moves."""
         self._threads = [
             threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
             for index in range(1 if sqlite else POSTGRES_THREADS)
@@ -206,10 +208,17 @@ class Database:
 
     def _work(self) -> None:
         pending: list[_Job | None] = []  # a job taken from the queue that ends a batch
+        generation = self._generation
         while True:
             job = pending.pop() if pending else self._jobs.get()
             if job is None:
                 break
+            if generation != self._generation:
+                # Another thread's connection failed: the server restarted or dropped its
+                # connections, so this thread's is most likely dead too. Connect afresh rather
+                # than fail one more job per thread.
+                self._drop_connection()
+                generation = self._generation
             batch = [job]
             while not job.alone and len(batch) < self._batch:
                 try:
@@ -223,6 +232,8 @@ class Database:
             outcomes = self._run_alone(job) if job.alone else self._run_batch(batch)
             if any(isinstance(error, _CONNECTION_ERRORS) for _, _, error in outcomes):
                 self._drop_connection()  # the next job connects afresh (a restarted server)
+                self._generation += 1
+                generation = self._generation
             _deliver(outcomes)
         self._drop_connection()
 

@@ -31,7 +31,12 @@ class Reads(StoreBase):
 
         try:
             async with asyncio.timeout(timeout):
-                latest = await self._db.run(read)
+                try:
+                    latest = await self._db.run(read)
+                except Exception:
+                    # A connection left dead by an outage fails once, then its thread (and
+                    # every other) connects afresh: only a second failure means the store is down.
+                    latest = await self._db.run(read)
         except Exception:
             return "not answering"
         return None if latest == MIGRATIONS[-1].version else "migrations pending"
