@@ -360,3 +360,24 @@ def test_a_store_url_with_a_password_is_refused_and_env_urls_are_read_when_used(
     status = looping_cli("db", "status", "--config", indirect, env=env)
     assert status.stdout.splitlines()[0] == "store: env:LPT_DATABASE_URL"
     assert status.stdout.splitlines()[-1] == "up to date"
+
+
+def test_check_lists_every_tenants_agent_and_model_problem_in_one_run(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    second = TENANT.replace("[tenants.t]", "[tenants.u]").replace(
+        "[tenants.t.card]", "[tenants.u.card]"
+    )
+    path = write(
+        tmp_path / "agents.toml",
+        TENANT.replace("WordCountAgent", "WordCounter")
+        + second.replace("looping_plugins_example.agent", "no_such_module")
+        + '[tenants.t.model]\nmodel = "m"\nprovider = "nowhere"\n',
+    )
+    result = looping_cli("check", "--config", path, env=KEY)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{path}: 3 startup problems:"
+    assert lines[1].startswith("  - tenants.t.model.provider: no model provider 'nowhere'")
+    assert lines[2].startswith("  - tenants.t.agent: 'looping_plugins_example.agent' has no ")
+    assert lines[3].startswith("  - tenants.u.agent: cannot import 'no_such_module'")

@@ -186,7 +186,12 @@ class Agent(abc.ABC):
 
 
 class AgentLoadError(LoopingError):
-    """A tenant's `agent` cannot be imported or is not an `Agent` subclass."""
+    """A tenant's `agent` cannot be imported or is not an `Agent` subclass; `problems` lists
+    every reason when several tenants' agents fail."""
+
+    def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
+        self.problems = tuple(problems) or (message,)
+        super().__init__(message)
 
 
 def load_agent_class(tenant: str, reference: str) -> type[Agent]:

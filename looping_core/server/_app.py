@@ -24,6 +24,7 @@ from looping_core.a2a._push import PushSigner
 from looping_core.agent import (
     Agent,
     AgentContext,
+    AgentLoadError,
     ChatModel,
     ModelSetupError,
     builtin_model_providers,
@@ -32,6 +33,7 @@ from looping_core.agent import (
 )
 from looping_core.config import Config
 from looping_core.contract import ModelProvider, PluginStore
+from looping_core.errors import problem_list
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner, PushDeliverer
 from looping_core.server._connections import ConnectionGuard, ConnectionLimits
@@ -141,24 +143,46 @@ def build_agents(
     models: Mapping[str, Sequence[ChatModel]] | None = None,
 ) -> dict[str, Agent]:
     """Every tenant's agent, made as the server makes it: its class imported, its models made,
-    its seams read. Raises `ModelSetupError` or `AgentLoadError` (what `looping check` reports).
-    `models` replaces the configured models of the tenants it names."""
+    its seams read. Raises `ModelSetupError` or `AgentLoadError` listing every tenant's problems
+    at once (what `looping check` reports). `models` replaces the configured models of the
+    tenants it names."""
     providers = tenant_model_providers(config, tenant_plugins)
-    configured = tenant_models(config, tenant_plugins, environ)
+    model_problems: list[str] = []
+    try:
+        configured = tenant_models(config, tenant_plugins, environ)
+    except ModelSetupError as exc:
+        model_problems = list(exc.problems)
+        configured = {tenant_id: () for tenant_id in config.tenants}
     given = {tenant: tuple(chosen) for tenant, chosen in (models or {}).items()}
-    return {
-        tenant_id: load_agent_class(tenant_id, tenant.agent)(
-            AgentContext(
-                tenant=tenant_id,
-                plugins=tenant_plugins[tenant_id],
-                models=given.get(tenant_id, configured[tenant_id]),
-                context_window=tenant.model.smallest_context_window if tenant.model else None,
-                loop=tenant.loop,
-                model_providers=providers[tenant_id],
+    agents: dict[str, Agent] = {}
+    agent_problems: list[str] = []
+    for tenant_id, tenant in config.tenants.items():
+        try:
+            agent_class = load_agent_class(tenant_id, tenant.agent)
+            if model_problems:
+                continue  # imported, so a wrong reference shows; made once its models are
+            agents[tenant_id] = agent_class(
+                AgentContext(
+                    tenant=tenant_id,
+                    plugins=tenant_plugins[tenant_id],
+                    models=given.get(tenant_id, configured[tenant_id]),
+                    context_window=tenant.model.smallest_context_window if tenant.model else None,
+                    loop=tenant.loop,
+                    model_providers=providers[tenant_id],
+                )
             )
+        except (AgentLoadError, ModelSetupError) as exc:
+            agent_problems.extend(getattr(exc, "problems", None) or [str(exc)])
+    if agent_problems:
+        raise AgentLoadError(
+            problem_list("agent", [*model_problems, *agent_problems])
+            if len(model_problems) + len(agent_problems) > 1
+            else agent_problems[0],
+            problems=[*model_problems, *agent_problems],
         )
-        for tenant_id, tenant in config.tenants.items()
-    }
+    if model_problems:
+        raise ModelSetupError(model_problems)
+    return agents
 
 
 def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHost]:
