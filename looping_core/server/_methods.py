@@ -176,10 +176,10 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
         store, runner = context.services.store, context.services.runner
         tenant = context.services.edge.config.tenants[context.identity.tenant]
         await runner.wait_settled(task.id, tenant.max_wait_seconds)
-        answer = await store.message_answer(context.identity, task.id)
-        if answer is not None:
+        answer = await store.answer(context.identity, task.id, configuration.history_length)
+        if isinstance(answer, Message):
             return {"message": to_wire(answer)}
-        task = await store.get(context.identity, task.id)
+        return {"task": to_wire(answer)}
     return {"task": to_wire(_trim(task, configuration.history_length))}
 
 

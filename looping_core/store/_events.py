@@ -32,7 +32,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._notify import EVENTS_CHANNEL, EventNotices
 from looping_core.store._outbox import Outbox
-from looping_core.store._rows import dump, now_us, timestamp
+from looping_core.store._rows import compact, dump, now_us, timestamp
 
 __all__ = ["Events", "TaskEvent"]
 
@@ -56,25 +56,23 @@ class TaskEvent:
         return state is not None and (state.is_terminal or state.is_interrupted)
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
-
-
 class Events(Outbox):
     """Writing events (store thread, inside the write that makes the change), reading them back,
     and telling this process's listeners (a stream hub) which tasks have new ones."""
 
-    _event_listeners: list[Callable[[str], None]]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._event_listeners: list[Callable[[str], None]] = []
+        self._data_version: int | None = None
+        """SQLite's `data_version` at the last look for other processes' events."""
 
     def watch_events(self, listener: Callable[[str], None]) -> None:
         """Call `listener(task_id)` on the event loop after this process wrote events of a task
         (other processes' events are found by reading: `events_after`)."""
-        if not hasattr(self, "_event_listeners"):
-            self._event_listeners = []
         self._event_listeners.append(listener)
 
     def _events_written(self, task_id: str) -> None:
-        for listener in getattr(self, "_event_listeners", ()):
+        for listener in self._event_listeners:
             listener(task_id)
 
     def _next_event(self, task_id: str, *, while_in: TaskState | None = None) -> tuple[int, str]:
@@ -140,7 +138,7 @@ class Events(Outbox):
                 self._data_version = version
                 (latest,) = self._sql("SELECT COALESCE(MAX(id), 0) FROM task_events").fetchone()
                 return [], int(latest)
-            if version == getattr(self, "_data_version", None):
+            if version == self._data_version:
                 return [], after
             self._data_version = version
             rows = self._sql(
@@ -218,7 +216,7 @@ class Events(Outbox):
                     "UPDATE tasks SET status_message = ?, status_ts = ?,"
                     " event_seq = event_seq + 1 WHERE id = ? AND state = ? RETURNING event_seq",
                     (
-                        _compact(wire["statusUpdate"]["status"]["message"]),
+                        compact(wire["statusUpdate"]["status"]["message"]),
                         stamp,
                         task_id,
                         TaskState.TASK_STATE_WORKING.value,
@@ -226,7 +224,7 @@ class Events(Outbox):
                 ).fetchone()
                 if row is None:
                     return False
-                self._insert_event(task_id, int(row[0]), _compact(wire), stamp)
+                self._insert_event(task_id, int(row[0]), compact(wire), stamp)
                 if push:
                     self._queue_pushes(task_id, event)
                 return True

@@ -25,7 +25,17 @@ from looping_core.contract import Identity
 from looping_core.store._db import Database
 from looping_core.store._errors import TaskNotFound
 
-__all__ = ["HEAD", "NON_TERMINAL", "RUNNING", "Head", "StoreBase", "dump", "now_us", "timestamp"]
+__all__ = [
+    "HEAD",
+    "NON_TERMINAL",
+    "RUNNING",
+    "Head",
+    "StoreBase",
+    "compact",
+    "dump",
+    "now_us",
+    "timestamp",
+]
 
 NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
 RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
@@ -40,7 +50,13 @@ def timestamp(us: int) -> datetime.datetime:
 
 
 def dump(value: Any) -> str:
-    return json.dumps(to_wire(value), separators=(",", ":"))
+    """A wire model as compact JSON (a row's body)."""
+    return compact(to_wire(value))
+
+
+def compact(document: Any) -> str:
+    """An already-wire JSON value as compact JSON."""
+    return json.dumps(document, separators=(",", ":"))
 
 
 @attrs.frozen

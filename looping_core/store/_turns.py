@@ -34,7 +34,15 @@ from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnR
 from looping_core.store._events import Events
 from looping_core.store._models import TaskRow
 from looping_core.store._push_configs import PushConfigs
-from looping_core.store._rows import NON_TERMINAL, RUNNING, Head, dump, now_us, timestamp
+from looping_core.store._rows import (
+    NON_TERMINAL,
+    RUNNING,
+    Head,
+    compact,
+    dump,
+    now_us,
+    timestamp,
+)
 
 __all__ = ["BegunTurn", "TurnStart", "Turns"]
 
@@ -67,10 +75,6 @@ def _addressed(message: Message, task_id: str, context_id: str) -> Message:
 
 def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
     return message.task_id != task_id or message.context_id != context_id
-
-
-def _compact(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 @attrs.frozen
@@ -267,9 +271,9 @@ class Turns(Events, PushConfigs):
                 " RETURNING event_seq, context_id, tenant, issuer, subject",
                 (
                     to.value,
-                    _compact(message_wire) if message_wire else None,
+                    compact(message_wire) if message_wire else None,
                     stamp,
-                    None if metadata is None else _compact(dict(metadata)),
+                    None if metadata is None else compact(dict(metadata)),
                     answer_with_message and reply is not None,
                     len(artifacts) + 1,
                     task_id,
@@ -286,7 +290,7 @@ class Turns(Events, PushConfigs):
                 message_wire = to_wire(_addressed(status_message, task_id, context_id))
                 self._sql(
                     "UPDATE tasks SET status_message = ? WHERE id = ?",
-                    (_compact(message_wire), task_id),
+                    (compact(message_wire), task_id),
                 )
             if reply is not None:
                 if _unaddressed(reply, task_id, context_id):
@@ -294,22 +298,22 @@ class Turns(Events, PushConfigs):
                 self._sql(
                     "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
                     " VALUES (?, ?, ?, ?, ?, ?)",
-                    (task_id, *owner, reply.message_id, _compact(reply_wire)),
+                    (task_id, *owner, reply.message_id, compact(reply_wire)),
                 )
             bodies = []
             for artifact, wire in zip(artifacts, artifact_wires, strict=True):
                 self._sql(
                     "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
                     " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
-                    (task_id, artifact.artifact_id, _compact(wire)),
+                    (task_id, artifact.artifact_id, compact(wire)),
                 )
                 update = {"taskId": task_id, "contextId": context_id, "artifact": wire}
-                bodies.append(_compact({"artifactUpdate": update}))
+                bodies.append(compact({"artifactUpdate": update}))
             status = to_wire(TaskStatus(state=to, timestamp=timestamp(stamp)))
             if message_wire:
                 status["message"] = message_wire
             update = {"taskId": task_id, "contextId": context_id, "status": status}
-            bodies.append(_compact({"statusUpdate": update}))
+            bodies.append(compact({"statusUpdate": update}))
             self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY:
                 self._queue_pushes(task_id)
@@ -428,21 +432,25 @@ class Turns(Events, PushConfigs):
             raise TaskNotCancelable(task_id)
         return self._snapshot(task_id, None, include_artifacts=True), won
 
-    async def message_answer(self, caller: Identity, task_id: str) -> Message | None:
-        """The agent's reply, if the caller's task ended answering with a direct message (its
-        `contextId`, no `taskId`: to the caller it is a message, not a task)."""
+    async def answer(
+        self, caller: Identity, task_id: str, history_length: int | None = None
+    ) -> Task | Message:
+        """What a blocking SendMessage answers, in one read: the agent's reply when the caller's
+        task ended answering with a direct message (its `contextId`, no `taskId`: to the caller
+        it is a message), else the task (`history_length` of its history)."""
 
-        def read() -> Message | None:
+        def read() -> Task | Message:
             head = self._owned(caller, task_id)
             (answer,) = self._sql("SELECT answer FROM tasks WHERE id = ?", (task_id,)).fetchone()
-            if answer != "message" or not TaskState(head.state).is_terminal:
-                return None
-            row = self._sql(
-                "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC LIMIT 1",
-                (task_id,),
-            ).fetchone()
-            reply = from_wire(json.loads(row[0]), Message)
-            return attrs.evolve(reply, task_id="") if reply.role is Role.ROLE_AGENT else None
+            if answer == "message" and TaskState(head.state).is_terminal:
+                row = self._sql(
+                    "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC LIMIT 1",
+                    (task_id,),
+                ).fetchone()
+                reply = from_wire(json.loads(row[0]), Message)
+                if reply.role is Role.ROLE_AGENT:
+                    return attrs.evolve(reply, task_id="")
+            return self._snapshot(task_id, history_length, include_artifacts=True, head=head)
 
         return await self._db.run(read)
 

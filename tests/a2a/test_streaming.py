@@ -237,6 +237,7 @@ async def test_errors_before_the_first_event_are_ordinary_json_rpc_errors(
         ({"id": done["id"]}, {}, -32004),  # a terminal task has nothing more to stream
         ({"id": str(uuid.uuid4())}, {}, -32001),
         ({"id": done["id"]}, {"subject": "someone-else"}, -32001),
+        ({"id": done["id"]}, {"subject": "someone-else", "last_event_id": "0"}, -32001),
         ({"id": done["id"]}, {"tenant": "bob"}, -32001),
         ({"id": ""}, {}, -32602),
         ({"id": done["id"]}, {"last_event_id": "3"}, -32004),  # nothing was missed

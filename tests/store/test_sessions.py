@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -17,18 +16,10 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.contract import Identity, SessionRef
-from looping_core.store import Database, SessionStore, bind, migration_status, upgrade
+from looping_core.store import Database, SessionStore, migration_status
 
 ALICE = Identity("t", "https://gw.example", "alice")
 SESSION = SessionRef(ALICE, "ctx-1")
-
-
-@pytest.fixture
-async def database(store_url: str) -> AsyncIterator[Database]:
-    database = Database.from_url(store_url)
-    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
-    yield database
-    database.close()
 
 
 @pytest.fixture

@@ -4,24 +4,15 @@ every field, updates change one row, and one task's subtasks are not another's."
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import attrs
 import pytest
 
 from looping_core.a2a import Message, Part, Role
 from looping_core.contract import Identity, SubtaskRecord
-from looping_core.store import Database, StoreRefusal, SubtaskStore, TaskStore, bind, upgrade
+from looping_core.store import Database, StoreRefusal, SubtaskStore, TaskStore
 
 ALICE = Identity("t", "https://gw.example", "alice")
-
-
-@pytest.fixture
-async def database(store_url: str) -> AsyncIterator[Database]:
-    database = Database.from_url(store_url)
-    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
-    yield database
-    database.close()
 
 
 async def a_task(database: Database) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg2
 import pytest
@@ -43,14 +42,6 @@ def user_message(message_id: str | None = None) -> Message:
 
 def push_config() -> TaskPushNotificationConfig:
     return TaskPushNotificationConfig(url="https://gateway.example/push", token="t0k")
-
-
-@pytest.fixture
-async def database(store_url: str) -> AsyncIterator[Database]:
-    database = Database.from_url(store_url)
-    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
-    yield database
-    database.close()
 
 
 async def test_migrations_are_recorded_and_run_once(database: Database) -> None:
