@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["FIELDS", "JsonFormatter", "bind", "bound", "configure"]
+__all__ = ["FIELDS", "JsonFormatter", "bind", "bound", "configure", "current"]
 
 FIELDS = ("request_id", "tenant", "subject", "task_id")
 """What a line can say it is about, beside its message."""
@@ -33,6 +33,12 @@ def bind(**values: str | None) -> None:
     """Say, for the rest of this context (a request, a turn), what its log lines are about."""
     for name, value in values.items():
         _CONTEXT[name].set(value)
+
+
+def current() -> dict[str, str]:
+    """What this context's lines are about so far (the fields bound, without the unset ones)."""
+    values = {name: variable.get() for name, variable in _CONTEXT.items()}
+    return {name: value for name, value in values.items() if value}
 
 
 @contextmanager

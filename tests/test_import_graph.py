@@ -68,3 +68,12 @@ def test_an_agent_that_never_delegates_imports_no_delegation() -> None:
     loaded = modules_after_importing("looping_core.agent", "looping_core.runner")
     assert "looping_core.runner" in loaded
     assert not {m for m in loaded if m.startswith("looping_core.delegation")}
+
+
+def test_metrics_and_traces_cost_no_import_until_used() -> None:
+    """prometheus-client and OpenTelemetry are optional extras: the whole server imports
+    neither until metrics are enabled or a span is made."""
+    loaded = modules_after_importing(*RUNTIME_MODULES)
+    assert "looping_core._metrics" in loaded
+    assert "looping_core._tracing" in loaded
+    assert not {m for m in loaded if m.startswith(("prometheus_client", "opentelemetry"))}

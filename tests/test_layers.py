@@ -21,6 +21,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "looping_core._origins",
         "looping_core._strict",
         "looping_core._logs",
+        "looping_core._metrics",
+        "looping_core._tracing",
     ),
     ("looping_core.contract", "looping_core.hookspecs"),
     ("looping_core.content",),

@@ -21,6 +21,7 @@ import aiohttp
 import attrs
 from joserfc.jwk import OKPKey
 
+from looping_core import _metrics, _tracing
 from looping_core.a2a._jose import public_key
 from looping_core.errors import CheckFailed
 
@@ -71,6 +72,8 @@ class JwksCache:
         may_fetch = now - self._attempted_at.get(jku, -float("inf")) >= self._refetch_interval
         if (stale or unknown) and (may_fetch or jku in self._in_flight):
             entry = await self._refresh(jku, previous=entry)
+        elif entry is not None:
+            _metrics.JWKS_CACHE_HITS.inc()
         if entry is None:
             raise JwksError(
                 "jwks-unavailable", "the gateway's key set could not be fetched recently"
@@ -95,9 +98,14 @@ class JwksCache:
         """Fetch, then store the result and retire the in-flight fetch in one step: a request
         arriving in between would find neither the fetch nor its keys."""
         try:
-            entry = await self._fetch(jku)
+            with _tracing.span("jwks fetch", kind="client", url__full=jku):
+                entry = await self._fetch(jku)
             self._entries[jku] = entry
+            _metrics.JWKS_FETCHES.inc(outcome="ok")
             return entry
+        except BaseException:
+            _metrics.JWKS_FETCHES.inc(outcome="failed")
+            raise
         finally:
             self._in_flight.pop(jku, None)
 

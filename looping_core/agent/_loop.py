@@ -29,6 +29,7 @@ import attrs
 import jsonschema
 import rfc8785
 
+from looping_core import _metrics, _tracing
 from looping_core.agent._compaction import Compactor
 from looping_core.agent._model import (
     ChatModel,
@@ -374,6 +375,22 @@ async def _record(
 
 
 async def _call(
+    call: ToolUseBlock, tools: Mapping[str, Tool], timeout: float, slots: asyncio.Semaphore
+) -> ToolResultBlock:
+    # A name the model made up is not a label value: labels stay the tools that exist.
+    name = call.name if call.name in tools else "unknown"
+    with _tracing.span(
+        "tool call", looping__tool__name=name, looping__tool__call_id=call.id
+    ) as span:
+        result = await _run_tool(call, tools, timeout, slots)
+        outcome = "error" if result.is_error else "ok"
+        if result.is_error:
+            span.fail("the tool call failed")
+    _metrics.TOOL_CALLS.inc(tool=name, outcome=outcome)
+    return result
+
+
+async def _run_tool(
     call: ToolUseBlock, tools: Mapping[str, Tool], timeout: float, slots: asyncio.Semaphore
 ) -> ToolResultBlock:
     tool = tools.get(call.name)

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from looping_core import _metrics, _tracing
 from looping_core.content import (
     Accumulator,
     AccumulatorError,
@@ -152,6 +153,35 @@ async def respond(
 ) -> ModelResponse:
     """The whole response of one model: its stream folded into an assistant message. `on_text`
     is given its text as it arrives."""
+    provider, _, name = model.label.partition(":")
+    with _tracing.span(
+        "model call", kind="client", gen_ai__system=provider, gen_ai__request__model=name
+    ) as span:
+        try:
+            response = await _respond(model, request, on_text)
+        except ModelError:
+            _metrics.MODEL_CALLS.inc(provider=provider, model=name, outcome="error")
+            raise
+        usage = response.message.usage
+        _metrics.MODEL_CALLS.inc(provider=provider, model=name, outcome="ok")
+        if usage is not None:
+            _metrics.MODEL_TOKENS.inc(
+                usage.input_tokens, provider=provider, model=name, kind="input"
+            )
+            _metrics.MODEL_TOKENS.inc(
+                usage.output_tokens, provider=provider, model=name, kind="output"
+            )
+            span.set(
+                gen_ai__usage__input_tokens=usage.input_tokens,
+                gen_ai__usage__output_tokens=usage.output_tokens,
+            )
+        span.set(gen_ai__response__finish_reasons=response.stop_reason)
+        return response
+
+
+async def _respond(
+    model: ChatModel, request: ModelRequest, on_text: TextSink | None
+) -> ModelResponse:
     accumulator = Accumulator(keep_bad_arguments=True)
     end: StreamEnd | None = None
     starts = True
@@ -198,6 +228,9 @@ async def respond_with_fallback(
             return await respond(model, request, on_text)
         except ModelUnavailable as exc:
             _log.warning("%s; trying the next model", exc)
+            if model is not models[-1]:
+                provider, _, name = model.label.partition(":")
+                _metrics.MODEL_FALLBACKS.inc(provider=provider, model=name)
             last = exc
     assert last is not None
     raise last

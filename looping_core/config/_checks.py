@@ -146,7 +146,7 @@ def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
     return problems
 
 
-def check_observability(observability: ObservabilityConfig) -> list[str]:
+def check_observability(observability: ObservabilityConfig, server: ServerConfig) -> list[str]:
     problems = []
     if observability.log_level not in LOG_LEVELS:
         problems.append(
@@ -156,6 +156,26 @@ def check_observability(observability: ObservabilityConfig) -> list[str]:
         problems.append(
             f"log_format must be one of {', '.join(LOG_FORMATS)} @ $.observability.log_format"
         )
+    if not 0 <= observability.metrics_port <= 65535:
+        problems.append(
+            "metrics_port must be between 1 and 65535, or 0 for no metrics "
+            "@ $.observability.metrics_port"
+        )
+    elif observability.metrics_port and observability.metrics_port == server.port:
+        problems.append(
+            f"metrics_port must differ from [server] port ({server.port}): metrics have their "
+            "own listener @ $.observability.metrics_port"
+        )
+    if not observability.metrics_host:
+        problems.append("metrics_host must not be empty @ $.observability.metrics_host")
+    endpoint = observability.traces_endpoint
+    if endpoint and not is_base_url(endpoint):
+        problems.append(
+            "traces_endpoint must be an http(s) URL such as http://127.0.0.1:4318/v1/traces "
+            "@ $.observability.traces_endpoint"
+        )
+    if not observability.service_name:
+        problems.append("service_name must not be empty @ $.observability.service_name")
     return problems
 
 

@@ -170,7 +170,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     problems.extend(check_runner(runner, push))
     problems.extend(check_streaming(streaming))
     problems.extend(check_store(store))
-    problems.extend(check_observability(observability))
+    problems.extend(check_observability(observability, server))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:

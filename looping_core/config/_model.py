@@ -274,13 +274,24 @@ LOG_FORMATS = ("text", "json")
 
 @attrs.frozen
 class ObservabilityConfig:
-    """`[observability]`: how the server logs."""
+    """`[observability]`: how the server logs, where it exposes metrics and sends traces."""
 
     log_level: str = "info"
     """`debug`, `info`, `warning` or `error` (`looping serve --log-level` overrides it)."""
     log_format: str = "text"
     """`text`: one readable line; `json`: one JSON object per line, with the request id, tenant,
     caller subject and task id where known (never a token)."""
+    metrics_port: int = 0
+    """Serve Prometheus metrics at `http://{metrics_host}:{metrics_port}/metrics`, every worker
+    process's values together (the `prometheus` extra); 0: no metrics."""
+    metrics_host: str = "127.0.0.1"
+    """Where the metrics listener binds: loopback, unless a scraper elsewhere must reach it."""
+    traces_endpoint: str = ""
+    """Send OpenTelemetry traces to this OTLP/HTTP endpoint (`http://collector:4318/v1/traces`;
+    the `otel` extra); empty: `looping serve` sends none (a program embedding the server uses
+    its own tracer provider)."""
+    service_name: str = "looping-core"
+    """The traces' `service.name`."""
 
 
 @attrs.frozen

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from looping_core import _metrics, _tracing
 from looping_core.a2a._grammar import undeliverable_reason
 from looping_core.a2a._push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
 from looping_core.config import PushConfig
@@ -70,7 +71,11 @@ class PushDeliverer:
         while not self._stopping:
             try:
                 await self.deliver_due()
-                due = await self._store.next_push_due()
+                pending = await self._store.pending_pushes()
+                due = pending.next_due_ts
+                oldest = pending.oldest_ts
+                age = (now_us() - oldest) / 1_000_000 if oldest is not None else 0.0
+                _metrics.PUSH_OLDEST_PENDING.set(max(0.0, age))
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -104,6 +109,21 @@ class PushDeliverer:
         return len(items)
 
     async def _deliver(self, item: OutboxItem) -> None:
+        """One attempt, in a span continuing the trace of the change the push reports."""
+        carrier = {"traceparent": item.traceparent} if item.traceparent else None
+        with _tracing.span(
+            "push", kind="client", carrier=carrier, a2a__task_id=item.task_id,
+            looping__push__attempt=item.attempts + 1,
+        ) as span:  # fmt: skip
+            outcome = await self._attempt(item)
+            span.set(looping__push__outcome=outcome)
+            if outcome != "delivered":
+                span.fail(outcome)
+            if outcome != "pending":
+                _metrics.PUSH_DELIVERIES.inc(outcome=outcome)
+
+    async def _attempt(self, item: OutboxItem) -> str:
+        """Attempt and record the delivery; the item's state afterwards."""
         scheme, credentials = item.authentication or (None, "")
         reason = undeliverable_reason(item.url, item.token, scheme, credentials)
         if reason:
@@ -115,8 +135,9 @@ class PushDeliverer:
                 item, status=None, error=f"undeliverable config: {reason}", duration_ms=0,
                 outcome="failed",
             )  # fmt: skip
-            return
+            return "failed"
         headers = {"Content-Type": CONTENT_TYPE}
+        _tracing.inject(headers)
         if scheme is not None:
             headers["Authorization"] = f"{scheme} {credentials}".strip()
         if item.token:
@@ -140,6 +161,7 @@ class PushDeliverer:
         except (aiohttp.ClientError, TimeoutError) as exc:
             error = type(exc).__name__
         except Exception as exc:
+            _metrics.PUSH_ATTEMPTS.inc(result="error")
             # Not the receiver's fault and not a network failure: a bug here. Failed and
             # recorded, so it cannot be retried forever or hold up the items behind it.
             _log.exception("push %s for task %s could not be sent", item.jti, item.task_id)
@@ -147,13 +169,14 @@ class PushDeliverer:
                 item, status=None, error=f"internal: {type(exc).__name__}",
                 duration_ms=int((time.monotonic() - started) * 1000), outcome="failed",
             )  # fmt: skip
-            return
+            return "failed"
+        _metrics.PUSH_ATTEMPTS.inc(result=f"{status // 100}xx" if status else "error")
         duration_ms = int((time.monotonic() - started) * 1000)
         if status is not None and 200 <= status < 300:
             await self._store.record_attempt(
                 item, status=status, error=None, duration_ms=duration_ms, outcome="delivered"
             )
-            return
+            return "delivered"
         attempts = item.attempts + 1
         age = (now_us() - item.created_ts) / 1_000_000
         if attempts >= self._policy.max_attempts:
@@ -170,6 +193,7 @@ class PushDeliverer:
             item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
             next_attempt_ts=next_ts,
         )  # fmt: skip
+        return outcome
 
     def _backoff(self, attempts: int) -> float:
         """Exponential, capped, with "equal jitter": between half and all of the step."""

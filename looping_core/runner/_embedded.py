@@ -19,6 +19,7 @@ from typing import Any
 
 import attrs
 
+from looping_core import _metrics, _tracing
 from looping_core._logs import bind
 from looping_core.a2a import (
     Artifact,
@@ -128,6 +129,7 @@ class EmbeddedRunner:
         job = self._running.get(task_id)
         if job is not None:
             job.cancel()
+            _metrics.TURNS.inc(outcome="canceled")
         self._settle(task_id)
 
     async def recover(self) -> None:
@@ -197,13 +199,24 @@ class EmbeddedRunner:
         await asyncio.gather(*jobs, return_exceptions=True)
 
     async def _run(self, task_id: str) -> None:
+        waiting = True
+        _metrics.TURNS_WAITING.inc()
         try:
             async with self._slots:
-                await self._run_turn(task_id)
+                waiting = False
+                _metrics.TURNS_WAITING.dec()
+                _metrics.TURNS_RUNNING.inc()
+                try:
+                    # A child of the request that accepted the turn (its context was copied).
+                    with _tracing.span("turn", a2a__task_id=task_id):
+                        await self._run_turn(task_id)
+                finally:
+                    _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
             _log.info("turn of task %s stopped (canceled)", task_id)
         except Exception:
             _log.exception("turn of task %s failed in the runner", task_id)
+            _metrics.TURNS.inc(outcome="failed")
             try:
                 await self._store.transition(
                     task_id,
@@ -214,6 +227,8 @@ class EmbeddedRunner:
             except Exception:
                 _log.exception("task %s could not be failed either; it stays WORKING", task_id)
         finally:
+            if waiting:
+                _metrics.TURNS_WAITING.dec()
             self._started.pop(task_id, None)
             # Forgotten in the same step as its waiters are woken: a duplicate arriving one step
             # later must find no running turn (and answer at once), not wait on a fresh event.
@@ -353,9 +368,13 @@ def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> No
     """Every turn's end, once: its outcome, how long it took, its rounds and tokens."""
     report = result.metadata or {}
     usage = report.get("looping.usage") or {}
-    fields: dict[str, Any] = {"outcome": result.outcome.name.lower()}
+    outcome = result.outcome.name.lower()
+    fields: dict[str, Any] = {"outcome": outcome}
+    _metrics.TURNS.inc(outcome=outcome)
     if started is not None:
-        fields["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
+        seconds = time.monotonic() - started
+        fields["duration_ms"] = round(seconds * 1000, 1)
+        _metrics.TURN_SECONDS.observe(seconds, outcome=outcome)
     if "looping.rounds" in report:
         fields["rounds"] = report["looping.rounds"]
     if isinstance(usage, dict) and usage:

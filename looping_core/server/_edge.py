@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 from aiohttp import web
 
-from looping_core import store
+from looping_core import _metrics, _tracing, store
 from looping_core._logs import bind
 from looping_core.a2a import (
     TokenPolicy,
@@ -46,6 +46,7 @@ from looping_core.a2a._errors import (
     error_object,
     spec_of,
 )
+from looping_core.a2a._grammar import id_problem
 from looping_core.a2a._jose import read_unverified
 from looping_core.a2a._jsonrpc import (
     EnvelopeError,
@@ -60,6 +61,7 @@ from looping_core.a2a._jsonrpc import (
 from looping_core.a2a._keys import SigningKey, jwks_document, load_signing_key
 from looping_core.config import Config
 from looping_core.contract import Identity
+from looping_core.server._requests import Observed, answered, observed
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import TaskStream
 
@@ -211,12 +213,15 @@ def _etags(header: str) -> set[str]:
 
 async def handle_rpc(request: web.Request) -> web.StreamResponse:
     request_id: RpcId = None
+    record = observed("jsonrpc")
     try:
         services = request.app[SERVICES]
         if request.content_type not in JSON_TYPES:
             raise UnsupportedMediaType()
         call, method = parse_envelope(await read_body(request, services), services.methods)
         request_id = call.id
+        if method is not None:  # a name from the table: a client cannot invent label values
+            record.method = call.method
         result = await _dispatch(request, services, call, method)
         if isinstance(result, TaskStream):
             envelope = '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":'
@@ -224,17 +229,18 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
             return await write_stream(request, result, lambda body: f"{envelope}{body}}}", failed)
         return _json_response(response(request_id, result=result))
     except EnvelopeError as exc:
-        return _error_response(exc.error, exc.request_id)
+        return _error_response(exc.error, exc.request_id, record)
     except RpcError as exc:
-        return _error_response(exc, request_id)
+        return _error_response(exc, request_id, record)
     except store.StoreRefusal as exc:
-        return _error_response(rpc_error_of(exc), request_id)
+        return _error_response(rpc_error_of(exc), request_id, record)
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
+        record.outcome = "client_gone"
         return web.Response(status=400)  # nobody reads it
     except Exception:
         _log.exception("internal error answering %s", request.path)
-        return _error_response(InternalError(), request_id)
+        return _error_response(InternalError(), request_id, record)
 
 
 async def write_stream(
@@ -252,6 +258,7 @@ async def write_stream(
         }
     )
     await answer.prepare(request)
+    answered()
     try:
         async for event in stream.events():
             if event is None:
@@ -324,12 +331,25 @@ async def call_method(
 ) -> Any:
     """Parse the call's params into the method's type and run its handler (both bindings)."""
     params = parse_params(call, method)
+    task_id = _task_named(params)
+    if task_id:
+        bind(task_id=task_id)
     context = CallContext(
         services=services,
         identity=identity,
         last_event_id=request.headers.get("Last-Event-ID"),
     )
     return await method.handler(context, params)
+
+
+def _task_named(params: Any) -> str | None:
+    """The task a call is about, when its params name one (`id` is a task's only where there
+    is no `taskId`: a push config's `id` is the config's)."""
+    for name in ("task_id", "id"):
+        value = getattr(params, name, None)
+        if isinstance(value, str):
+            return value if id_problem(value, required=True) is None else None
+    return None
 
 
 def check_version(request: web.Request) -> None:
@@ -353,18 +373,22 @@ async def authenticate(
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
+        _metrics.TOKEN_REFUSALS.inc(check="token-missing")
         raise Unauthenticated(
             "A gateway token is required (Authorization: Bearer <token>)",
             metadata={"check": "token-missing"},
         )
     try:
-        identity = await verify_gateway_token(
-            token.strip(),
-            tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
-            policy=policy,
-            jwks=services.jwks,
-        )
+        # A refusal leaves the span as its exception: the check's name and reason, no token.
+        with _tracing.span("verify gateway token"):
+            identity = await verify_gateway_token(
+                token.strip(),
+                tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
+                policy=policy,
+                jwks=services.jwks,
+            )
     except TokenRejected as exc:
+        _metrics.TOKEN_REFUSALS.inc(check=exc.check)
         _log.warning(
             "gateway token rejected: check=%s reason=%s tenant=%s remote=%s",
             exc.check,
@@ -440,6 +464,12 @@ def error_headers(error: RpcError) -> dict[str, str]:
     return headers
 
 
-def _error_response(error: RpcError, request_id: RpcId) -> web.Response:
+def outcome_of(error: RpcError) -> str:
+    """The error's reason as a metric label: `task_not_found`."""
+    return spec_of(error).reason.lower()
+
+
+def _error_response(error: RpcError, request_id: RpcId, record: Observed) -> web.Response:
+    record.outcome = outcome_of(error)
     document = response(request_id, error=error_object(error))
     return _json_response(document, status=spec_of(error).http_status, **error_headers(error))

@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from looping_core._logs import bind
 from looping_core.a2a import part_to_block, to_wire
 from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams, UnsupportedOperation
 from looping_core.a2a._gateway_token import origin_of
@@ -163,6 +164,7 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
     _check_message(params.message, "params.message", tenant.card.input_modes)
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
     start = await context.services.store.start_turn(context.identity, params.message, push)
+    bind(task_id=start.task.id)
     if start.started:
         context.services.runner.start(start.task.id)
     return start

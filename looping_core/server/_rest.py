@@ -37,10 +37,12 @@ from looping_core.server._edge import (
     call_method,
     check_version,
     error_headers,
+    outcome_of,
     read_body,
     rpc_error_of,
     write_stream,
 )
+from looping_core.server._requests import Observed, observed
 from looping_core.server._services import SERVICES
 from looping_core.server._streams import TaskStream
 
@@ -118,21 +120,23 @@ ROUTES: tuple[Route, ...] = (
 
 async def handle_rest(request: web.Request) -> web.StreamResponse:
     """Every request under `[server] rest_path`."""
+    record = observed("rest")
     try:
-        return await _answer(request)
+        return await _answer(request, record)
     except RpcError as exc:
-        return _error(exc)
+        return _error(exc, record)
     except store.StoreRefusal as exc:
-        return _error(rpc_error_of(exc))
+        return _error(rpc_error_of(exc), record)
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
+        record.outcome = "client_gone"
         return web.Response(status=400)  # nobody reads it
     except Exception:
         _log.exception("internal error answering %s", request.path)
-        return _error(InternalError())
+        return _error(InternalError(), record)
 
 
-async def _answer(request: web.Request) -> web.StreamResponse:
+async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     services = request.app[SERVICES]
     edge = services.edge
     body: dict[str, Any] = {}
@@ -158,6 +162,7 @@ async def _answer(request: web.Request) -> web.StreamResponse:
             violations=[("tenant", "required path segment missing")],
         )
     route, path_params = _match(request.method, "/" + rest)
+    record.method = route.method
     if tenant not in edge.tenant_cards:
         raise InvalidParams(
             "tenant: no such agent here", violations=[("tenant", "not an agent served here")]
@@ -193,7 +198,8 @@ def _match(verb: str, path: str) -> tuple[Route, dict[str, str]]:
     raise method_not_found(f"{verb} {unquote(path)}{hint}")
 
 
-def _error(error: RpcError) -> web.Response:
+def _error(error: RpcError, record: Observed) -> web.Response:
+    record.outcome = outcome_of(error)
     status, body = rest_error(error)
     return web.Response(
         body=json.dumps(body).encode(),

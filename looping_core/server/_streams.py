@@ -16,10 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import attrs
 
+from looping_core import _metrics
 from looping_core.config import StreamingConfig
 from looping_core.store import TaskEvent, TaskStore
 
@@ -56,6 +58,7 @@ class Subscription:
             return False
         if self._queue.qsize() >= self._buffer:
             self.end("dropped: it read too slowly")
+            _metrics.STREAM_DROPS.inc()
             return True
         self._queue.put_nowait(event)
         self.cursor = event.seq
@@ -222,6 +225,7 @@ class TaskStream:
         """`(number, StreamResponse JSON)` per event, `None` for a heartbeat; ends after an
         event that ends the stream, or when the subscription ends (dropped, server stopping)."""
         subscription = self.subscription
+        _metrics.STREAMS_OPEN.inc()
         try:
             if self.first is not None:
                 yield self.first
@@ -236,9 +240,12 @@ class TaskStream:
                 if event is None:
                     yield None
                     continue
+                if event.created_ts:
+                    _metrics.STREAM_DELAY.observe(max(0.0, time.time() - event.created_ts / 1e6))
                 yield event.seq, event.body
                 if event.closes_stream:
                     return
         finally:
+            _metrics.STREAMS_OPEN.dec()
             if subscription is not None:
                 self.hub.unsubscribe(subscription)

@@ -17,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import importlib.util
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -33,6 +35,7 @@ except ImportError:  # not POSIX: SQLite's own busy waiting still orders the wri
 import peewee
 from playhouse.db_url import connect
 
+from looping_core import _metrics, _tracing
 from looping_core.errors import LoopingError
 
 __all__ = ["Database", "StoreError", "connection_problem", "open_database", "store_url_problem"]
@@ -113,6 +116,13 @@ class _Job:
     """The loop awaiting `future`; `None` for a synchronous caller."""
     alone: bool = False
     """Run outside any batch transaction (migrations, plugin DDL, CLI work)."""
+    context: contextvars.Context | None = None
+    """The caller's context (its span, its log fields), which `fn` runs in."""
+
+    def call(self) -> Any:
+        if self.context is None:
+            return self.fn(*self.args)
+        return self.context.run(self.fn, *self.args)
 
 
 _Outcome = tuple[_Job, Any, BaseException | None]
@@ -158,8 +168,10 @@ class Database:
     async def _await(self, fn: Callable[..., _T], args: tuple[Any, ...], *, alone: bool) -> _T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        self._queue(_Job(fn, args, future, loop, alone=alone))
-        return await future
+        with _tracing.span("store", looping__store__job=_job_name(fn)):
+            context = contextvars.copy_context()
+            self._queue(_Job(fn, args, future, loop, alone=alone, context=context))
+            return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`run_alone` for synchronous code (the CLI, the supervisor): still on the store's
@@ -241,22 +253,25 @@ class Database:
         try:
             self.peewee.connect(reuse_if_open=True)
             with self._writer_turn():
-                return [(job, job.fn(*job.args), None)]
+                return [(job, job.call(), None)]
         except BaseException as exc:  # never let a job end the store thread
             return [(job, None, exc)]
 
     def _run_batch(self, batch: list[_Job]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
+        started = time.perf_counter()
         try:
             self.peewee.connect(reuse_if_open=True)
             with self._writer_turn(), self.write():
                 for job in batch:
                     try:
-                        outcomes.append((job, job.fn(*job.args), None))
+                        outcomes.append((job, job.call(), None))
                     except BaseException as exc:  # its own `write()` savepoint undid its writes
                         outcomes.append((job, None, exc))
         except BaseException as exc:  # no connection, or the commit failed: nothing is stored
             return [(job, None, exc) for job in batch]
+        _metrics.STORE_BATCH_JOBS.observe(len(batch))
+        _metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
         return outcomes
 
     def _drop_connection(self) -> None:
@@ -280,6 +295,11 @@ class Database:
             yield
         finally:
             fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+
+
+def _job_name(fn: Callable[..., Any]) -> str:
+    """`TaskStore.cancel.write` for a job defined in `TaskStore.cancel`."""
+    return getattr(fn, "__qualname__", type(fn).__name__).replace("<locals>.", "")
 
 
 def _deliver(outcomes: list[_Outcome]) -> None:

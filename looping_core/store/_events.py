@@ -47,6 +47,8 @@ class TaskEvent:
     task_id: str
     seq: int
     body: str
+    created_ts: int = 0
+    """When it was written (µs since the epoch)."""
 
     @property
     def closes_stream(self) -> bool:
@@ -142,10 +144,11 @@ class Events(Outbox):
                 return [], after
             self._data_version = version
             rows = self._sql(
-                "SELECT id, task_id, seq, body FROM task_events WHERE id > ? ORDER BY id",
+                "SELECT id, task_id, seq, body, created_ts FROM task_events"
+                " WHERE id > ? ORDER BY id",
                 (after,),
             ).fetchall()
-            found = [TaskEvent(task_id, int(seq), body) for _, task_id, seq, body in rows]
+            found = [TaskEvent(task, int(seq), body, at) for _, task, seq, body, at in rows]
             return found, int(rows[-1][0]) if rows else after
 
         return await self._db.run(read)
@@ -191,11 +194,11 @@ class Events(Outbox):
                 chunk = items[start : start + _CHUNK]
                 where = " OR ".join("(task_id = ? AND seq > ?)" for _ in chunk)
                 rows = self._sql(
-                    f"SELECT task_id, seq, body FROM task_events WHERE {where}"
+                    f"SELECT task_id, seq, body, created_ts FROM task_events WHERE {where}"
                     " ORDER BY task_id, seq",
                     [value for pair in chunk for value in pair],
                 ).fetchall()
-                found += [TaskEvent(task_id, int(seq), body) for task_id, seq, body in rows]
+                found += [TaskEvent(task, int(seq), body, at) for task, seq, body, at in rows]
             return found
 
         return await self._db.run(read) if cursors else []

@@ -108,6 +108,12 @@ def _events(db: peewee.Database) -> None:
     db.create_tables(list(EVENT_MODELS), safe=True)
 
 
+def _push_traces(db: peewee.Database) -> None:
+    """Queued pushes carry the trace context of the change they report."""
+    if "traceparent" not in {column.name for column in db.get_columns("push_outbox")}:
+        db.execute_sql("ALTER TABLE push_outbox ADD COLUMN traceparent TEXT")  # type: ignore[no-untyped-call]
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -118,6 +124,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(5, "follow-ups to a running turn", _follow_ups),
     Migration(6, "subtasks of delegation plans", _subtasks),
     Migration(7, "task events for streaming, and message answers", _events),
+    Migration(8, "trace context of queued pushes", _push_traces),
 )
 
 

@@ -149,6 +149,8 @@ class PushOutbox(_Base):
     node = peewee.TextField(default="", constraints=[peewee.SQL("DEFAULT ''")])
     worker = peewee.IntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
     """The server and process that deliver it (the one that queued it, or its successor)."""
+    traceparent = peewee.TextField(null=True)
+    """The W3C trace context of the change it reports: its delivery continues that trace."""
 
     class Meta:
         table_name = "push_outbox"

@@ -11,12 +11,13 @@ from typing import Any
 
 import attrs
 
+from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a._grammar import printable, undeliverable_reason
 from looping_core.store._models import PushAttempt, PushOutbox
 from looping_core.store._rows import StoreBase, now_us
 
-__all__ = ["Outbox", "OutboxItem"]
+__all__ = ["Outbox", "OutboxItem", "PendingPushes"]
 
 
 @attrs.frozen
@@ -31,6 +32,14 @@ class OutboxItem:
     created_ts: int
     token: str
     authentication: tuple[str, str] | None
+    traceparent: str | None = None
+    """The trace of the change it reports, which its delivery continues."""
+
+
+@attrs.frozen
+class PendingPushes:
+    next_due_ts: int | None
+    oldest_ts: int | None
 
 
 class Outbox(StoreBase):
@@ -47,6 +56,7 @@ class Outbox(StoreBase):
             event = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
         body = json.dumps(to_wire(event), separators=(",", ":"))
         stamp = now_us()
+        trace = _tracing.traceparent()  # the job runs in its caller's context
         for config_id, config in configs:
             settings = json.loads(config)
             url = settings.get("url", "")
@@ -56,8 +66,8 @@ class Outbox(StoreBase):
             # queues it still commits and the other configs' pushes still go out.
             (outbox_id,) = self._sql(
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
-                " next_attempt_ts, created_ts, node, worker)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                " next_attempt_ts, created_ts, node, worker, traceparent)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     task_id,
                     printable(config_id),
@@ -70,6 +80,7 @@ class Outbox(StoreBase):
                     stamp,
                     self._node,
                     self._worker,
+                    trace,
                 ),
             ).fetchone()
             if problems:
@@ -85,14 +96,14 @@ class Outbox(StoreBase):
         def read() -> list[OutboxItem]:
             rows = self._sql(
                 "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
-                " o.created_ts, c.body FROM push_outbox o LEFT JOIN push_configs c"
+                " o.created_ts, c.body, o.traceparent FROM push_outbox o LEFT JOIN push_configs c"
                 " ON c.task_id = o.task_id AND c.config_id = o.config_id"
                 " WHERE o.node = ? AND o.worker = ? AND o.state = 'pending'"
                 " AND o.next_attempt_ts <= ? ORDER BY o.next_attempt_ts LIMIT ?",
                 (self._node, self._worker, now_us(), limit),
             ).fetchall()
             items = []
-            for row_id, task_id, config_id, jti, url, body, attempts, created, config in rows:
+            for row_id, task_id, config_id, jti, url, body, tries, created, config, trace in rows:
                 if config is None:  # deleted since: nothing more is sent there
                     self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
                     continue
@@ -102,25 +113,29 @@ class Outbox(StoreBase):
                 items.append(
                     OutboxItem(
                         id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
-                        body=body.encode(), attempts=attempts, created_ts=created,
+                        body=body.encode(), attempts=tries, created_ts=created,
                         token=settings.get("token", ""),
-                        authentication=credentials,
+                        authentication=credentials, traceparent=trace,
                     )
                 )  # fmt: skip
             return items
 
         return await self._db.run(read)
 
-    async def next_push_due(self) -> int | None:
-        """When the next pending push is due (µs since the epoch), or `None`."""
+    async def pending_pushes(self) -> PendingPushes:
+        """When the next of this process's pending pushes is due, and when the oldest was
+        queued (µs since the epoch; `None` when none is pending)."""
 
-        def read() -> int | None:
-            (due,) = self._sql(
-                "SELECT MIN(next_attempt_ts) FROM push_outbox"
+        def read() -> PendingPushes:
+            due, oldest = self._sql(
+                "SELECT MIN(next_attempt_ts), MIN(created_ts) FROM push_outbox"
                 " WHERE node = ? AND worker = ? AND state = 'pending'",
                 (self._node, self._worker),
             ).fetchone()
-            return int(due) if due is not None else None
+            return PendingPushes(
+                next_due_ts=int(due) if due is not None else None,
+                oldest_ts=int(oldest) if oldest is not None else None,
+            )
 
         return await self._db.run(read)
 

@@ -1,0 +1,110 @@
+"""Traces: OpenTelemetry spans when its API is installed (the `otel` extra), nothing otherwise.
+
+Core uses only the API. Spans go where the application's tracer provider sends them (or the one
+`looping serve` installs for `[observability] traces_endpoint`), and nowhere when none is set;
+without the package, `span()` hands out one shared do-nothing span. A trace crosses processes
+through the W3C `traceparent` header: taken from the gateway's request, and put on pushes.
+
+Attribute values are ids, names and counts, never a token, a key or message content.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping, MutableMapping
+from types import SimpleNamespace
+from typing import Any
+
+__all__ = ["Span", "available", "inject", "span", "traceparent"]
+
+Attribute = str | int | float | bool | None
+
+
+class Span:
+    """The span of a `with span(...)` block (or a stand-in that does nothing)."""
+
+    __slots__ = ("_span",)
+
+    def __init__(self, real: Any = None) -> None:
+        self._span = real
+
+    def set(self, **attributes: Attribute) -> None:
+        """Add attributes (dots in names are spelled `__`: `a2a__method`)."""
+        if self._span is not None:
+            self._span.set_attributes(_attributes(attributes))
+
+    def rename(self, name: str) -> None:
+        if self._span is not None:
+            self._span.update_name(name)
+
+    def fail(self, description: str) -> None:
+        """Mark the span as an error (for failures that are answered, not raised)."""
+        if self._span is not None:
+            otel = _otel()
+            self._span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, description))
+
+
+_NO_SPAN = Span()
+
+
+@functools.cache
+def _otel() -> Any:
+    try:
+        from opentelemetry import propagate, trace  # noqa: PLC0415 - optional: the `otel` extra
+    except ImportError:
+        return None
+    kinds = {
+        "internal": trace.SpanKind.INTERNAL,
+        "server": trace.SpanKind.SERVER,
+        "client": trace.SpanKind.CLIENT,
+    }
+    return SimpleNamespace(
+        trace=trace, propagate=propagate, tracer=trace.get_tracer("looping_core"), kinds=kinds
+    )
+
+
+def available() -> bool:
+    """Whether the OpenTelemetry API is installed."""
+    return _otel() is not None
+
+
+@contextlib.contextmanager
+def span(
+    name: str,
+    *,
+    kind: str = "internal",
+    carrier: Mapping[str, str] | None = None,
+    **attributes: Attribute,
+) -> Iterator[Span]:
+    """A span around the block, a child of the current one, or of the context in `carrier`
+    (headers holding a `traceparent`) when given. An exception leaving the block marks it."""
+    otel = _otel()
+    if otel is None:
+        yield _NO_SPAN
+        return
+    context = otel.propagate.extract(carrier) if carrier is not None else None
+    with otel.tracer.start_as_current_span(
+        name, context=context, kind=otel.kinds[kind], attributes=_attributes(attributes)
+    ) as real:
+        yield Span(real)
+
+
+def traceparent() -> str | None:
+    """The current span's W3C `traceparent`, to continue the trace elsewhere (or `None`)."""
+    carrier: dict[str, str] = {}
+    inject(carrier)
+    return carrier.get("traceparent")
+
+
+def inject(headers: MutableMapping[str, str]) -> None:
+    """Put the current trace context in outgoing `headers`."""
+    otel = _otel()
+    if otel is not None:
+        otel.propagate.inject(headers)
+
+
+def _attributes(attributes: Mapping[str, Attribute]) -> dict[str, str | int | float | bool]:
+    return {
+        name.replace("__", "."): value for name, value in attributes.items() if value is not None
+    }
