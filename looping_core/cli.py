@@ -89,7 +89,8 @@ def main() -> None:
 @_clean_errors
 def check(config_path: Path | None, connect: bool) -> None:
     """Run every check `serve` runs before it listens, all but binding the port: the config,
-    the signing key, the store URL and its driver, the plugins and the agents. Exit 1 listing
+    the signing key, the store URL and its driver, the plugins and the agents, the packages
+    metrics and traces need. Exit 1 listing
     every problem. With --connect, also open the store and show its migration state."""
     config = load_config(resolve_config_path(config_path))
     problems: list[str] = []
@@ -103,6 +104,7 @@ def check(config_path: Path | None, connect: bool) -> None:
         store_problem = str(exc)
     if store_problem is not None:
         problems.append(f"{store_problem} @ $.store.url")
+    problems.extend(server.telemetry_problems(config.observability))
     plugins = "none"
     try:
         host = PluginHost.load(config)

@@ -144,10 +144,11 @@ class LocalGateway(LocalServer):
         return_immediately: bool = True,
         subject: str = "caller",
         parts: Sequence[Mapping[str, Any]] = (),
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
         """Send one turn the way a gateway does: a fresh token, A2A-Version 1.0, a
         `SendMessage` with an inline push config aimed back at this gateway. `parts` follow the
-        text (see `user_message`)."""
+        text (see `user_message`); `headers` are added (a `traceparent`, say)."""
         message = user_message(
             text, message_id=message_id, task_id=task_id, context_id=context_id, parts=parts
         )
@@ -155,7 +156,9 @@ class LocalGateway(LocalServer):
         if inbox is not None:
             configuration["taskPushNotificationConfig"] = self.push_config(inbox)
         params = {"tenant": tenant, "message": message, "configuration": configuration}
-        return await self.call(endpoint, "SendMessage", params, tenant=tenant, subject=subject)
+        return await self.call(
+            endpoint, "SendMessage", params, tenant=tenant, subject=subject, headers=headers
+        )
 
     async def call(
         self,
@@ -165,14 +168,16 @@ class LocalGateway(LocalServer):
         *,
         tenant: str,
         subject: str = "caller",
+        headers: Mapping[str, str] | None = None,
     ) -> tuple[int, Any]:
-        """One JSON-RPC call to the agent with a fresh gateway token for `tenant`."""
+        """One JSON-RPC call to the agent with a fresh gateway token for `tenant` (and
+        `headers` added)."""
         token = self.token(tenant=tenant, aud=endpoint, sub=subject)
         envelope = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
-        headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+        sent = {**(headers or {}), "Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
         async with (
             aiohttp.ClientSession() as session,
-            session.post(endpoint, json=envelope, headers=headers) as response,
+            session.post(endpoint, json=envelope, headers=sent) as response,
         ):
             if response.content_type != "application/json":
                 return response.status, {"error": {"message": await response.text()}}

@@ -4,7 +4,9 @@
   services built once at startup);
 - `serve(config, plugins)`: `looping serve`, one process or a supervisor and its workers;
 - `listen(app, host, port)`: serve an application through its connection guard (header
-  deadlines, a connection cap), as `looping serve` does; tests use it too.
+  deadlines, a connection cap), as `looping serve` does; tests use it too;
+- `telemetry_problems(observability)`: what keeps the configured metrics or traces from
+  working (`looping check` reports it).
 """
 
 from looping_core.server._app import (
@@ -18,6 +20,7 @@ from looping_core.server._app import (
 )
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
+from looping_core.server._telemetry import telemetry_problems
 
 __all__ = [
     "LOCAL_NODE",
@@ -32,6 +35,7 @@ __all__ = [
     "node_of",
     "prepare_store",
     "serve",
+    "telemetry_problems",
     "tenant_models",
     "tenant_plugin_hosts",
 ]

@@ -33,6 +33,14 @@ from looping_core.plugins import PluginHost
 from looping_core.server._app import create_app, prepare_store
 from looping_core.server._requests import AccessLogger
 from looping_core.server._services import SERVICES
+from looping_core.server._telemetry import (
+    METRICS_PATH,
+    MetricsSetup,
+    export_traces,
+    listen_for_scrapes,
+    prepare_metrics,
+    telemetry_problems,
+)
 
 __all__ = ["Listener", "ServeError", "event_loop_factory", "listen", "serve"]
 
@@ -53,22 +61,32 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
     """Serve until SIGTERM or SIGINT; `workers` overrides `[server] workers`."""
     count = workers if workers is not None else config.server.workers
     new_loop = event_loop_factory(config.server.event_loop)
-    if count == 1:
-        app = create_app(config, plugins=plugins)
-        _check_port_free(config.server.host, config.server.port)
-        # Announced once it is up: the store opened and migrated, the port listening.
-        up = functools.partial(_announce, config, count, new_loop)
-        _run_app(app, config, new_loop(), worker=False, on_up=up)
-        return
-    if not hasattr(os, "fork"):
+    observability = config.observability
+    problems = telemetry_problems(observability)
+    if problems:
+        raise ServeError("; ".join(problems))
+    if count > 1 and not hasattr(os, "fork"):
         raise ServeError(
             f"{count} workers need fork(), which this system lacks; set [server] workers = 1"
         )
-    create_app(config, plugins=plugins, worker=0)  # every check a worker makes, before forking
     _check_port_free(config.server.host, config.server.port)
-    prepare_store(config, plugins, count)
-    _announce(config, count, new_loop)
-    _Supervisor(config, plugins, count, new_loop).run()
+    if observability.metrics_port:
+        _check_port_free(observability.metrics_host, observability.metrics_port)
+    metrics = prepare_metrics(observability)  # before anything records, or forks
+    try:
+        if count == 1:
+            app = create_app(config, plugins=plugins)
+            # Announced once it is up: the store opened and migrated, the port listening.
+            up = functools.partial(_announce, config, count, new_loop)
+            _run_app(app, config, new_loop(), worker=False, on_up=up, metrics=metrics)
+            return
+        create_app(config, plugins=plugins, worker=0)  # every check a worker makes, first
+        prepare_store(config, plugins, count)
+        _announce(config, count, new_loop)
+        _Supervisor(config, plugins, count, new_loop, metrics).run()
+    finally:
+        if metrics is not None:
+            metrics.remove()
 
 
 def event_loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop]:
@@ -102,6 +120,12 @@ def _announce(
         "serving %s on %s:%d%s (event loop: %s)",
         server.endpoint_url, server.host, server.port, processes, loop,
     )  # fmt: skip
+    observability = config.observability
+    if observability.metrics_port:
+        _log.info(
+            "metrics on http://%s:%d%s",
+            observability.metrics_host, observability.metrics_port, METRICS_PATH,
+        )  # fmt: skip
 
 
 def _check_port_free(host: str, port: int) -> None:
@@ -121,8 +145,10 @@ class _Supervisor:
         plugins: PluginHost,
         workers: int,
         new_loop: Callable[[], asyncio.AbstractEventLoop],
+        metrics: MetricsSetup | None,
     ) -> None:
         self._config = config
+        self._metrics = metrics
         self._plugins = plugins
         self._workers = workers
         self._new_loop = new_loop
@@ -144,6 +170,8 @@ class _Supervisor:
             if pid not in self._children:
                 continue
             slot = self._children.pop(pid)
+            if self._metrics is not None:
+                self._metrics.process_gone(pid)
             if self._stopping:
                 continue
             if self._dies_too_often(slot):
@@ -190,7 +218,7 @@ class _Supervisor:
             app.cleanup_ctx.append(_worker_lifecycle(supervisor, slot))
             _log.info("worker %d serving (pid %d)", slot, os.getpid())
             # The loop is made after the fork: loops never cross one.
-            _run_app(app, self._config, self._new_loop(), worker=True)
+            _run_app(app, self._config, self._new_loop(), worker=True, metrics=self._metrics)
             code = 0
         except BaseException:
             _log.exception("worker %d failed", slot)
@@ -308,12 +336,14 @@ def _run_app(
     *,
     worker: bool,
     on_up: Callable[[], None] = lambda: None,
+    metrics: MetricsSetup | None = None,
 ) -> None:
     """Serve `app` until stopped (`on_up` once it listens). A worker shares the port
     (SO_REUSEPORT) and leaves stop signals to `_worker_lifecycle`; a single server stops
     gracefully on SIGINT or SIGTERM."""
     asyncio.set_event_loop(loop)
-    main = loop.create_task(_serve(app, config, worker=worker, on_up=on_up))
+    stop_traces = export_traces(config.observability)  # in this process: after any fork
+    main = loop.create_task(_serve(app, config, worker=worker, on_up=on_up, metrics=metrics))
     try:
         loop.run_until_complete(main)
     except (web.GracefulExit, KeyboardInterrupt):
@@ -326,10 +356,17 @@ def _run_app(
         _cancel_remaining(loop)
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+        if stop_traces is not None:
+            stop_traces()  # the spans still batched are sent
 
 
 async def _serve(
-    app: web.Application, config: Config, *, worker: bool, on_up: Callable[[], None]
+    app: web.Application,
+    config: Config,
+    *,
+    worker: bool,
+    on_up: Callable[[], None],
+    metrics: MetricsSetup | None,
 ) -> None:
     loop = asyncio.get_running_loop()
     if not worker:
@@ -343,10 +380,18 @@ async def _serve(
         reuse_port=worker,
         access_log=access_log,
     )
-    on_up()
+    scrapes = None
     try:
+        if metrics is not None:
+            observability = config.observability
+            scrapes = await listen_for_scrapes(
+                metrics, observability.metrics_host, observability.metrics_port, reuse_port=worker
+            )
+        on_up()
         await asyncio.Event().wait()  # until stopped
     finally:
+        if scrapes is not None:
+            await scrapes.cleanup()
         await listener.cleanup()
 
 
