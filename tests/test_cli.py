@@ -8,6 +8,7 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.testing import ed25519_private_jwk
@@ -382,3 +383,36 @@ def test_check_lists_every_tenants_agent_and_model_problem_in_one_run(
     assert lines[1].startswith("  - tenants.t.model.provider: no model provider 'nowhere'")
     assert lines[2].startswith("  - tenants.t.agent: 'looping_plugins_example.agent' has no ")
     assert lines[3].startswith("  - tenants.u.agent: cannot import 'no_such_module'")
+
+
+def test_check_and_serve_name_the_extra_that_metrics_and_traces_need(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run in this process, with the packages made to look missing (they are installed here)."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from looping_core import cli  # noqa: PLC0415
+    from looping_core.server import _telemetry  # noqa: PLC0415
+
+    monkeypatch.setattr(_telemetry, "_installed", lambda module: False)
+    path = write(
+        tmp_path / "observed.toml",
+        "[observability]\nmetrics_port = 9464\n"
+        'traces_endpoint = "http://127.0.0.1:4318/v1/traces"\n' + TENANT,
+    )
+    runner = CliRunner()
+    checked = runner.invoke(cli.main, ["check", "--config", path], env=KEY)
+    served = runner.invoke(cli.main, ["serve", "--config", path], env=KEY)
+    assert checked.exit_code == served.exit_code == 1
+    lines = checked.stderr.splitlines()
+    assert lines[0] == f"{path}: 2 startup problems:"
+    assert lines[1:] == [
+        "  - metrics_port needs prometheus-client, which is not installed; install it with "
+        "pip install 'looping-core[prometheus]' @ $.observability.metrics_port",
+        "  - traces_endpoint needs the OpenTelemetry SDK and its OTLP exporter, which are not "
+        "installed; install them with pip install 'looping-core[otel]' "
+        "@ $.observability.traces_endpoint",
+    ]
+    assert "metrics_port needs prometheus-client" in served.stderr
+    assert "traces_endpoint needs the OpenTelemetry SDK" in served.stderr
+    assert not (tmp_path / "looping.db").exists()  # refused before the store was opened

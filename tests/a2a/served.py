@@ -25,8 +25,10 @@ def write_config(
     on_restart: str = "resume",
     workers: int = 1,
     event_loop: str = "auto",
+    more: str = "",
 ) -> Path:
-    """A config for tenant `bob`, served by a HoldingAgent, storing next to `path`."""
+    """A config for tenant `bob`, served by a HoldingAgent, storing next to `path` (`more`:
+    TOML added at the end)."""
     extra = f"""
 [runner]
 on_restart = "{on_restart}"
@@ -35,6 +37,7 @@ restart_message = "Restarted; please send the request again."
 backoff_seconds = 0.05
 backoff_max_seconds = 0.2
 """ + tenant_toml("bob", "a2a_agents:HoldingAgent", "allow_configless = true\nmax_wait_seconds = 2")
+    extra += more
     path.write_text(
         config_toml(
             port=port,

@@ -8,23 +8,32 @@ provider for the test only, so no global provider is set for the rest of the sui
 from __future__ import annotations
 
 import asyncio
+import gzip
+import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import unused_port
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from looping_core import _tracing
-from looping_core.testing import FakeGateway, FakeModelServer, Reply
+from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
+import served
 from a2a_support import keeper, serving
+from served import write_config
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 GATEWAY_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{GATEWAY_SPAN}-01"
+KEY = ed25519_private_jwk("agent-key-1")
 
 
 @pytest.fixture
@@ -196,3 +205,59 @@ def test_without_opentelemetry_a_span_is_a_shared_stand_in(
         monkeypatch.undo()
         _tracing._otel.cache_clear()
     assert _tracing.available()
+
+
+async def test_a_served_process_sends_its_spans_to_the_otlp_endpoint(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    """`[observability] traces_endpoint`: `looping serve` exports over OTLP/HTTP and flushes what
+    is batched when it stops; the receiver here is a plain HTTP server decoding the protobuf."""
+    received: list[ExportTraceServiceRequest] = []
+
+    async def collect(request: web.Request) -> web.Response:
+        body = await request.read()
+        if request.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        message = ExportTraceServiceRequest()
+        message.ParseFromString(body)
+        received.append(message)
+        return web.Response(body=b"", content_type="application/x-protobuf")
+
+    collector = web.Application()
+    collector.router.add_post("/v1/traces", collect)
+    runner = web.AppRunner(collector)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    collector_port = runner.addresses[0][1]
+    port = unused_port()
+    more = (
+        f'[observability]\ntraces_endpoint = "http://127.0.0.1:{collector_port}/v1/traces"\n'
+        'service_name = "traced-agents"\n'
+    )
+    config = write_config(tmp_path / "looping.toml", port, gateway, more=more)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    released = tmp_path / "released"
+    released.touch()
+    server = await served.serve(config, port, KEY)
+    try:
+        status, _ = await gateway.send_turn(
+            f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}",
+            headers={"traceparent": TRACEPARENT},
+        )  # fmt: skip
+        assert status == 200
+        [push] = await gateway.wait_for_pushes(1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        # Waited for without blocking this loop: the collector answers the final export.
+        await asyncio.to_thread(server.wait, 30)
+        await runner.cleanup()
+    assert push.headers["traceparent"].split("-")[1] == TRACE_ID
+    names = set()
+    for message in received:
+        for resource_spans in message.resource_spans:
+            attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            assert attributes["service.name"] == "traced-agents"
+            for scope in resource_spans.scope_spans:
+                names |= {s.name for s in scope.spans if s.trace_id.hex() == TRACE_ID}
+    assert {"a2a SendMessage", "verify gateway token", "store", "turn", "push"} <= names
