@@ -24,7 +24,7 @@ from looping_core._logs import configure as configure_logs
 from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
 from looping_core.agent import Agent
 from looping_core.config import LOG_LEVELS, MAX_WORKERS, Config, load_config, resolve_config_path
-from looping_core.errors import LoopingError, problem_list
+from looping_core.errors import ConfigError, LoopingError, problem_list
 from looping_core.gateway import (
     JWKS_ROUTE,
     Target,
@@ -92,8 +92,15 @@ def check(config_path: Path | None, connect: bool) -> None:
     the signing key, the store URL and its driver, the plugins and the agents, the packages
     metrics and traces need. Exit 1 listing
     every problem. With --connect, also open the store and show its migration state."""
-    config = load_config(resolve_config_path(config_path))
-    problems: list[str] = []
+    try:
+        config = load_config(resolve_config_path(config_path))
+        problems: list[str] = []
+    except ConfigError as exc:
+        if exc.partial is None:  # not even TOML: nothing else can be looked at
+            raise
+        # Go on with what could be read, so one run lists the other problems too.
+        config, problems = exc.partial, list(exc.problems)
+    complete = not problems
     try:
         load_signing_key(config.security.signing_key)
     except SigningKeyError as exc:
@@ -109,14 +116,15 @@ def check(config_path: Path | None, connect: bool) -> None:
     try:
         host = PluginHost.load(config)
         plugins = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
-        # The agents are made as `serve` makes them (their seams read, their models made), so a
-        # mistake there shows here; then their connections are closed again.
-        agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
-        asyncio.run(_close_agents(list(agents.values())))
+        if complete:  # a config with problems may have lost a tenant or a model on the way
+            # The agents are made as `serve` makes them (their seams read, their models made),
+            # so a mistake there shows here; then their connections are closed again.
+            agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
+            asyncio.run(_close_agents(list(agents.values())))
     except LoopingError as exc:
         problems.extend(_problems_of(exc))
     status = None
-    if connect and store_problem is None:
+    if connect and store_problem is None and complete:
         try:
             status = (
                 nothing_applied()

@@ -9,7 +9,7 @@ fix it, and they never contain a secret's value.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 
@@ -47,11 +47,17 @@ class CheckFailed(LoopingError):
 
 
 class ConfigError(LoopingError):
-    """The config file cannot be used; `problems` lists every reason, each `problem @ $.path`."""
+    """The config file cannot be used; `problems` lists every reason, each `problem @ $.path`.
 
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
+    `partial` is the config as far as it could be read (a wrong value replaced by its default,
+    a tenant that cannot be read left out), for checks that report what else is wrong in the
+    same run (`looping check`); `None` when the file could not be read at all. Never serve it.
+    """
+
+    def __init__(self, source: str, problems: Sequence[str], partial: Any = None) -> None:
         self.source = source
         self.problems = tuple(problems)
+        self.partial = partial
         super().__init__(f"{source}: {problem_list('config', self.problems)}")
 
 

@@ -50,14 +50,38 @@ def test_check_lists_every_config_problem_without_a_traceback(
     looping_cli: Cli, tmp_path: Path
 ) -> None:
     path = write(tmp_path / "bad.toml", '[server]\nport = "x"\n[plugins]\nenabled = [1]\n')
-    result = looping_cli("check", "--config", path)
+    result = looping_cli("check", "--config", path, env=KEY)
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr == (
-        f"{path}: 2 config problems:\n"
+        f"{path}: 2 startup problems:\n"
         "  - expected a plugin key (an entry-point name) @ $.plugins.enabled[0]\n"
         "  - expected an integer, got string @ $.server.port\n"
     )
+
+
+def test_config_problems_hide_no_other_problem_from_check(looping_cli: Cli, tmp_path: Path) -> None:
+    """A wrong type, a value out of range in the same section, no signing key, and a plugin's
+    bad settings: one run of `check` lists them all (`serve` stops at the config's)."""
+    path = write(
+        tmp_path / "many.toml",
+        '[server]\nport = "x"\nworkers = 0\n'
+        '[plugins]\nenabled = ["example-notes"]\n[plugins.example-notes]\nmax_notes = "many"\n',
+    )
+    result = looping_cli("check", "--config", path)
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"{path}: 4 startup problems:\n"
+        "  - expected an integer, got string @ $.server.port\n"
+        "  - workers must be between 1 and 64, got 0 @ $.server.workers\n"
+        "  - the signing key is read from the environment variable A2A_SIGNING_KEY, which is not "
+        "set; generate one with `looping keys` and export it @ $.security.signing_key\n"
+        f"  - plugin 'example-notes' (looping-plugins-example 0.1.0): invalid settings in {path}: "
+        "expected an integer, got string @ $.plugins.example-notes.max_notes\n"
+    )
+    served = looping_cli("serve", "--config", path)
+    assert served.returncode == 1
+    assert served.stderr.startswith(f"{path}: 2 config problems:\n")
 
 
 def test_check_without_a_config_file_says_how_to_give_one(looping_cli: Cli, tmp_path: Path) -> None:

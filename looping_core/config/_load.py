@@ -121,8 +121,14 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(source, [f"cannot read the file: {exc} @ $"]) from None
-    config = parse_config(text, source=source)
-    return attrs.evolve(config, store=_beside(config.store, Path(path).resolve().parent))
+    folder = Path(path).resolve().parent
+    try:
+        config = parse_config(text, source=source)
+    except ConfigError as exc:
+        if exc.partial is not None:
+            exc.partial = attrs.evolve(exc.partial, store=_beside(exc.partial.store, folder))
+        raise
+    return attrs.evolve(config, store=_beside(config.store, folder))
 
 
 def _beside(store: StoreConfig, folder: Path) -> StoreConfig:
@@ -184,14 +190,12 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     if card is not None:
         problems.extend(check_card(card, "$.card", need_skills=False))
     problems.extend(check_cross_references(plugins, tenants))
-    if problems:
-        raise ConfigError(source, problems)
-    return Config(
+    config = Config(
         source=source,
         server=server,
         security=security,
         store=store,
-        card=card,
+        card=card if card is not None else DEFAULT_STUB_CARD,
         runner=runner,
         push=push,
         streaming=streaming,
@@ -199,18 +203,43 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         plugins=plugins,
         tenants=tenants,
     )
+    if problems:
+        raise ConfigError(source, problems, partial=config)
+    return config
 
 
-_Section = TypeVar("_Section")
+_Section = TypeVar("_Section", bound=attrs.AttrsInstance)
 
 
 def _parse_section(
     raw: dict[str, Any], name: str, type_: type[_Section], problems: list[str]
 ) -> _Section:
-    """Structure one plain section; on error record the problems and fall back to defaults."""
-    value, section_problems = _structure(raw.pop(name, {}), type_, f"$.{name}")
+    """Structure one plain section; on error record the problems and keep every value that
+    could be read (a wrong one falls back to its default), so the range checks still see the
+    others: one wrong type never hides the section's other mistakes."""
+    table = raw.pop(name, {})
+    value, section_problems = _structure(table, type_, f"$.{name}")
+    if isinstance(value, type_):
+        return value
     problems.extend(section_problems)
-    return value if value is not None else type_()
+    return _salvage(table, type_)
+
+
+def _salvage(table: object, type_: type[_Section]) -> _Section:
+    """`type_` from the fields of `table` that structure on their own (defaults for the rest)."""
+    if not isinstance(table, dict):
+        return type_()
+    readable: dict[str, Any] = {}
+    for field in attrs.fields(attrs.resolve_types(type_)):
+        if field.name in table:
+            try:
+                readable[field.name] = _converter.structure(table[field.name], field.type)
+            except Exception:  # reported already, by the whole section's structuring
+                continue
+    try:
+        return type_(**readable)
+    except Exception:  # values valid alone that a validator refuses together
+        return type_()
 
 
 def _parse_plugins(raw: object, problems: list[str]) -> PluginsConfig:
