@@ -1,9 +1,11 @@
 """Traces: OpenTelemetry spans when its API is installed (the `otel` extra), nothing otherwise.
 
 Core uses only the API. Spans go where the application's tracer provider sends them (or the one
-`looping serve` installs for `[observability] traces_endpoint`), and nowhere when none is set;
-without the package, `span()` hands out one shared do-nothing span. A trace crosses processes
-through the W3C `traceparent` header: taken from the gateway's request, and put on pushes.
+`looping serve` installs for `[observability] traces_endpoint`, or one given to
+`use_tracer_provider`). Until a provider is set, and without the package, `span()` hands out one
+shared do-nothing span: no span objects, no context switches, no header parsing. A trace crosses
+processes through the W3C `traceparent` header: taken from the gateway's request, and put on
+pushes.
 
 Attribute values are ids, names and counts, never a token, a key or message content.
 """
@@ -13,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Mapping, MutableMapping
+from contextlib import AbstractContextManager
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["Span", "available", "inject", "span", "traceparent"]
+__all__ = ["Span", "available", "inject", "span", "traceparent", "use_tracer_provider"]
 
 Attribute = str | int | float | bool | None
 
@@ -28,6 +31,11 @@ class Span:
 
     def __init__(self, real: Any = None) -> None:
         self._span = real
+
+    @property
+    def recording(self) -> bool:
+        """Whether anything is recorded (attributes worth computing)."""
+        return self._span is not None
 
     def set(self, **attributes: Attribute) -> None:
         """Add attributes (dots in names are spelled `__`: `a2a__method`)."""
@@ -60,7 +68,11 @@ def _otel() -> Any:
         "client": trace.SpanKind.CLIENT,
     }
     return SimpleNamespace(
-        trace=trace, propagate=propagate, tracer=trace.get_tracer("looping_core"), kinds=kinds
+        trace=trace,
+        propagate=propagate,
+        tracer=trace.get_tracer("looping_core"),
+        chosen=None,
+        kinds=kinds,
     )
 
 
@@ -69,24 +81,69 @@ def available() -> bool:
     return _otel() is not None
 
 
-@contextlib.contextmanager
+def use_tracer_provider(provider: Any) -> None:
+    """Send core's spans to `provider` instead of the global one (`None`: the global one
+    again), for a program or a test that must not set the process-wide provider."""
+    otel = _otel()
+    if otel is None:
+        raise RuntimeError("OpenTelemetry is not installed: pip install 'looping-core[otel]'")
+    otel.chosen = provider.get_tracer("looping_core") if provider is not None else None
+
+
+def _tracer(otel: Any) -> Any:
+    """The tracer to use, or `None` while no provider is set (the API's default is a proxy)."""
+    if otel.chosen is not None:
+        return otel.chosen
+    # The API's global, read directly: `get_tracer_provider()` also looks in the environment,
+    # which costs more than the rest of a span that records nothing.
+    provider = getattr(otel.trace, "_TRACER_PROVIDER", _UNKNOWN)
+    if provider is _UNKNOWN:  # another API version: ask it
+        provider = otel.trace.get_tracer_provider()
+    if provider is None or isinstance(provider, otel.trace.ProxyTracerProvider):
+        return None
+    return otel.tracer
+
+
+_UNKNOWN = object()
+
+
+class _Inactive:
+    """The context manager of every span while nothing records: one object, no generator."""
+
+    def __enter__(self) -> Span:
+        return _NO_SPAN
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
+
+
+_INACTIVE = _Inactive()
+
+
 def span(
     name: str,
     *,
     kind: str = "internal",
     carrier: Mapping[str, str] | None = None,
     **attributes: Attribute,
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """A span around the block, a child of the current one, or of the context in `carrier`
     (headers holding a `traceparent`) when given. An exception leaving the block marks it."""
     otel = _otel()
-    if otel is None:
-        yield _NO_SPAN
-        return
+    tracer = _tracer(otel) if otel is not None else None
+    if tracer is None:
+        return _INACTIVE
     context = otel.propagate.extract(carrier) if carrier is not None else None
-    with otel.tracer.start_as_current_span(
-        name, context=context, kind=otel.kinds[kind], attributes=_attributes(attributes)
-    ) as real:
+    return _recording(
+        tracer.start_as_current_span(
+            name, context=context, kind=otel.kinds[kind], attributes=_attributes(attributes)
+        )
+    )
+
+
+@contextlib.contextmanager
+def _recording(started: AbstractContextManager[Any]) -> Iterator[Span]:
+    with started as real:
         yield Span(real)
 
 
@@ -100,7 +157,7 @@ def traceparent() -> str | None:
 def inject(headers: MutableMapping[str, str]) -> None:
     """Put the current trace context in outgoing `headers`."""
     otel = _otel()
-    if otel is not None:
+    if otel is not None and _tracer(otel) is not None:
         otel.propagate.inject(headers)
 
 

@@ -87,20 +87,22 @@ async def _observe(
     route = resource.canonical if resource is not None else "unmatched"
     with _tracing.span(f"{request.method} {route}", kind="server", carrier=request.headers) as span:
         response = await handler(request)
-        facts = current()
-        span.set(
-            http__request__method=request.method,
-            http__route=route,
-            http__response__status_code=response.status,
-            looping__request_id=facts.get("request_id"),
-            a2a__tenant=facts.get("tenant"),
-            a2a__task_id=facts.get("task_id"),
-        )
+        if span.recording:
+            facts = current()
+            span.set(
+                http__request__method=request.method,
+                http__route=route,
+                http__response__status_code=response.status,
+                looping__request_id=facts.get("request_id"),
+                a2a__tenant=facts.get("tenant"),
+                a2a__task_id=facts.get("task_id"),
+            )
+            if record.binding is not None:
+                span.rename(f"a2a {record.method}")
+                span.set(a2a__method=record.method, a2a__binding=record.binding)
+                if record.outcome != "ok":
+                    span.fail(record.outcome)
         if record.binding is not None:
-            span.rename(f"a2a {record.method}")
-            span.set(a2a__method=record.method, a2a__binding=record.binding)
-            if record.outcome != "ok":
-                span.fail(record.outcome)
             ended = record.answered_at or time.perf_counter()
             binding, method = record.binding, record.method
             _metrics.REQUESTS.inc(binding=binding, method=method, outcome=record.outcome)

@@ -168,8 +168,10 @@ class Database:
     async def _await(self, fn: Callable[..., _T], args: tuple[Any, ...], *, alone: bool) -> _T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
-        with _tracing.span("store", looping__store__job=_job_name(fn)):
-            context = contextvars.copy_context()
+        with _tracing.span("store", looping__store__job=_job_name(fn)) as span:
+            # The job runs in this context only when tracing records (a push it queues keeps
+            # the trace): holding every caller's context costs a few ms at the 99th percentile.
+            context = contextvars.copy_context() if span.recording else None
             self._queue(_Job(fn, args, future, loop, alone=alone, context=context))
             return await future
 

@@ -1,8 +1,8 @@
 """Traces: one SendMessage is one trace, from the gateway's `traceparent` through the token check,
 the store, the turn, each model and tool call, to the push (which carries the trace on).
 
-Spans are collected in memory by the OpenTelemetry SDK; the tracer core uses is pointed at that
-provider for the test only, so no global provider is set for the rest of the suite.
+Spans are collected in memory by the OpenTelemetry SDK; core is given that provider for the test
+only (`use_tracer_provider`), so no global provider is set for the rest of the suite.
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ KEY = ed25519_private_jwk("agent-key-1")
 
 
 @pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+def spans() -> Iterator[InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(_tracing._otel(), "tracer", provider.get_tracer("looping_core"))
-    yield exporter
-    provider.shutdown()
+    _tracing.use_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        _tracing.use_tracer_provider(None)
+        provider.shutdown()
 
 
 @pytest.fixture
