@@ -1,7 +1,7 @@
 """Load benchmark: authenticated SendMessage against looping-core vs the official SDK's server.
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
-                                 [--push] [--python-load]
+                                 [--push] [--metrics] [--python-load]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -19,6 +19,7 @@ nothing is asserted.
 Both servers get the same request: `returnImmediately: true` and no push config (the SDK server
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
 is also signed and pushed to a receiver in this process: more work on our side only.
+`--metrics` makes looping-core record its Prometheus metrics (`[observability] metrics_port`).
 """
 
 from __future__ import annotations
@@ -211,6 +212,7 @@ async def bench_looping(
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
         .replace("sqlite:///looping.db", f"sqlite:///{folder / 'looping.db'}")
         + "\n[runner]\nconcurrency = 64\n"
+        + (f"\n[observability]\nmetrics_port = {unused_port()}\n" if args.metrics else "")
     )  # fmt: skip
     environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
     server = subprocess.Popen(
@@ -286,6 +288,9 @@ async def main() -> None:
     )
     parser.add_argument("--python-load", action="store_true", help="do not use wrk")
     parser.add_argument(
+        "--metrics", action="store_true", help="looping-core records Prometheus metrics"
+    )
+    parser.add_argument(
         "--event-loop",
         choices=["auto", "uvloop", "asyncio"],
         default="auto",
@@ -298,6 +303,7 @@ async def main() -> None:
     load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load
     driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
     push = "a push config (looping-core)" if args.push else "no push config"
+    push += ", metrics recorded" if args.metrics else ""
     print(
         f"{os.cpu_count()} CPUs; load: {driver}; {args.seconds} s per level, {args.rounds} rounds;"
         f" SendMessage, returnImmediately, {push}",
