@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-import psycopg2
+import psycopg
 import pytest
 from aiohttp.test_utils import unused_port
 
@@ -147,7 +147,7 @@ def postgres_server() -> Iterator[str]:
 def postgres_url(postgres_server: str) -> Iterator[str]:
     """A fresh, empty database on the session's PostgreSQL server, dropped afterwards."""
     name = f"looping_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(f"{postgres_server}/postgres")
+    admin = psycopg.connect(f"{postgres_server}/postgres")
     admin.autocommit = True
     try:
         with admin.cursor() as cursor:

@@ -66,7 +66,7 @@ def store_url_problem(url: str) -> str | None:
     if url.startswith("sqlite:///"):
         return None
     if url.startswith(("postgresql://", "postgres://")):
-        if importlib.util.find_spec("psycopg2") is None:
+        if importlib.util.find_spec("psycopg") is None:
             return (
                 "the PostgreSQL driver is not installed; install it with "
                 "pip install 'looping-core[postgres]'"
@@ -95,7 +95,8 @@ def open_database(url: str) -> peewee.Database:
         if path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         return peewee.SqliteDatabase(path, pragmas=SQLITE_PRAGMAS)
-    database: peewee.Database = connect(url)
+    # psycopg 3: the driver procrastinate (the job engine) uses too, so one is enough.
+    database: peewee.Database = connect(url, prefer_psycopg3=True)
     return database
 
 

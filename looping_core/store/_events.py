@@ -119,9 +119,11 @@ class Events(Outbox):
         if not isinstance(database, peewee.PostgresqlDatabase):
             return None
 
-        def connect() -> Any:
-            psycopg2 = importlib.import_module("psycopg2")  # the postgres extra's driver
-            return psycopg2.connect(database=database.database, **database.connect_params)
+        async def connect() -> Any:
+            psycopg = importlib.import_module("psycopg")  # the postgres extra's driver
+            return await psycopg.AsyncConnection.connect(
+                dbname=database.database, autocommit=True, **database.connect_params
+            )
 
         return EventNotices(connect, on_task, on_missed)
 

@@ -1,8 +1,9 @@
 """Being told at once that another process wrote task events: PostgreSQL LISTEN/NOTIFY.
 
 Each event write also runs `pg_notify(channel, task_id)` in its transaction, so the notice goes
-out when (and only if) the events commit. A process that streams listens on its own connection,
-watched by the event loop (no thread, no polling), and hands each notified task id on. If that
+out when (and only if) the events commit. A process that streams listens on its own asynchronous
+connection (psycopg's, on the event loop: no thread, no polling), and hands each notified task
+id on. If that
 connection fails it is opened again with a growing delay; the stream hub's slower poll covers the
 gap. SQLite has no such thing: there the hub polls.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 __all__ = ["EVENTS_CHANNEL", "EventNotices"]
@@ -30,14 +31,16 @@ class EventNotices:
 
     def __init__(
         self,
-        connect: Callable[[], Any],
+        connect: Callable[[], Awaitable[Any]],
         on_task: Callable[[str], None],
         on_missed: Callable[[], None],
     ) -> None:
+        """`connect()` opens an autocommit `psycopg.AsyncConnection` to the store."""
         self._connect = connect
         self._on_task = on_task
         self._on_missed = on_missed
         self._connection: Any = None
+        self._reader: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -47,25 +50,27 @@ class EventNotices:
         await self._listen()
 
     async def _listen(self) -> None:
-        connection = await asyncio.to_thread(self._connect)
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute(f"LISTEN {EVENTS_CHANNEL}")
-        self._connection = connection
-        asyncio.get_running_loop().add_reader(connection.fileno(), self._readable)
-
-    def _readable(self) -> None:
-        connection = self._connection
+        connection = await self._connect()
         try:
-            connection.poll()
+            await connection.execute(f"LISTEN {EVENTS_CHANNEL}")
+        except BaseException:
+            await connection.close()
+            raise
+        self._connection = connection
+        self._reader = asyncio.create_task(self._read(connection), name="looping-event-notices")
+
+    async def _read(self, connection: Any) -> None:
+        try:
+            async for notice in connection.notifies():
+                self._on_task(notice.payload)
+        except asyncio.CancelledError:
+            raise
         except Exception as exc:  # the server went away: listen again, later
             _log.warning("listening for task events failed (%s); connecting again", exc)
-            self._drop()
-            self._retry = asyncio.create_task(self._reconnect(), name="looping-event-notices")
+        if self._closed:
             return
-        while connection.notifies:
-            notice = connection.notifies.pop(0)
-            self._on_task(notice.payload)
+        await self._drop()
+        self._retry = asyncio.create_task(self._reconnect(), name="looping-event-notices-retry")
 
     async def _reconnect(self) -> None:
         delay = _RETRY_FIRST
@@ -81,19 +86,17 @@ class EventNotices:
             self._on_missed()
             return
 
-    def _drop(self) -> None:
+    async def _drop(self) -> None:
         connection, self._connection = self._connection, None
-        if connection is None:
-            return
-        with contextlib.suppress(Exception):
-            asyncio.get_running_loop().remove_reader(connection.fileno())
-        with contextlib.suppress(Exception):
-            connection.close()
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.close()
 
     async def close(self) -> None:
         self._closed = True
-        if self._retry is not None:
-            self._retry.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._retry
-        self._drop()
+        for task in (self._retry, self._reader):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._drop()

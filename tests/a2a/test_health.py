@@ -10,7 +10,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-import psycopg2
+import psycopg
 import pytest
 
 from looping_core.server._services import SERVICES
@@ -58,7 +58,7 @@ async def test_readiness_follows_a_postgresql_store_that_stops_and_returns(
 ) -> None:
     running, listener = await start_agent([gateway.origin], store_url=postgres_url)
     server, _, name = postgres_url.rpartition("/")
-    admin = psycopg2.connect(f"{server}/postgres")
+    admin = psycopg.connect(f"{server}/postgres")
     admin.autocommit = True
     caplog.set_level(logging.INFO, "looping_core.server")
     try:

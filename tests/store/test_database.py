@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import peewee
-import psycopg2
+import psycopg
 import pytest
 
 from looping_core.store import Database, StoreError
@@ -189,7 +189,7 @@ async def test_postgresql_connections_lost_are_opened_again(postgres_url: str) -
     database = Database.from_url(postgres_url)
     try:
         await asyncio.gather(*(database.run(lambda: 1) for _ in range(32)))  # all threads connect
-        with psycopg2.connect(postgres_url) as admin, admin.cursor() as cursor:
+        with psycopg.connect(postgres_url) as admin, admin.cursor() as cursor:
             cursor.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 " WHERE datname = current_database() AND pid <> pg_backend_pid()"

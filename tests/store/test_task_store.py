@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import psycopg2
+import psycopg
 import pytest
 
 from looping_core.a2a import (
@@ -164,7 +164,7 @@ async def test_a_duplicate_committed_by_another_connection_mid_turn_wins(
     await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
     store = TaskStore(database)
     message = user_message()
-    other = psycopg2.connect(postgres_url)
+    other = psycopg.connect(postgres_url)
     try:
         with other.cursor() as cursor:
             cursor.execute(
