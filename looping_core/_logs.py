@@ -109,3 +109,7 @@ def configure(level: str = "info", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # The job engine logs every job it starts and ends; the runner's own line per turn says
+    # more. Its warnings and errors still show, and everything at debug.
+    engine = logging.getLogger("procrastinate")
+    engine.setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)

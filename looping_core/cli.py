@@ -213,6 +213,39 @@ def serve(
     server.serve(config, plugins, workers=workers)
 
 
+@main.command()
+@_config_option
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=None,
+    help="Turns run at once (default: [runner] concurrency).",
+)
+@click.option(
+    "--queues",
+    default=None,
+    help="Comma-separated job queues to take (default: all: looping-turns, looping-pushes, "
+    "looping-sweeps).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default=None,
+    help="debug, info, warning or error (default: [observability] log_level).",
+)
+@_clean_errors
+def worker(
+    config_path: Path | None, concurrency: int | None, queues: str | None, log_level: str | None
+) -> None:
+    """Run the job engine's jobs (turns and pushes) on a PostgreSQL store, serving nothing."""
+    config = load_config(resolve_config_path(config_path))
+    plugins = PluginHost.load(config)
+    observability = config.observability
+    configure_logs(log_level or observability.log_level, observability.log_format)
+    chosen = [queue.strip() for queue in queues.split(",") if queue.strip()] if queues else None
+    server.run_worker(config, plugins, concurrency=concurrency, queues=chosen)
+
+
 @main.group()
 def db() -> None:
     """See and apply the store's migrations."""
@@ -238,7 +271,14 @@ def db_status(config_path: Path | None) -> None:
         click.echo(f"  pending  {migration.version:04d}  {migration.name}")
     for plugin, version in sorted(plugins.items()):
         click.echo(f"  plugin   {plugin} at version {version}")
-    if not status.pending:
+    engine = _engine_schema(config)
+    if engine is not None:
+        if engine.current:
+            click.echo(f"  jobs     {engine.applied} (procrastinate)")
+        else:
+            for name in engine.pending:
+                click.echo(f"  pending  jobs {name} (procrastinate)")
+    if not status.pending and (engine is None or engine.current):
         click.echo("up to date")
 
 
@@ -246,11 +286,27 @@ def db_status(config_path: Path | None) -> None:
 @_config_option
 @_clean_errors
 def db_upgrade(config_path: Path | None) -> None:
-    """Apply pending core migrations now (the server also does it when it starts)."""
-    applied = _on_store(load_config(resolve_config_path(config_path)), upgrade)
+    """Apply pending core migrations, and the job engine's (the server also does it when it
+    starts; `looping worker` never does)."""
+    config = load_config(resolve_config_path(config_path))
+    applied = _on_store(config, upgrade)
     for migration in applied:
         click.echo(f"applied {migration.version:04d}  {migration.name}")
+    if config.uses_job_engine():
+        from looping_core.runner import apply_engine_schema  # noqa: PLC0415 - postgres extra
+
+        for name in _on_store(config, lambda db: apply_engine_schema(db.connection())):  # type: ignore[no-untyped-call]
+            click.echo(f"applied jobs {name} (procrastinate)")
     click.echo("up to date")
+
+
+def _engine_schema(config: Config) -> Any:
+    """The job engine's schema state, when the config uses the engine (`None` otherwise)."""
+    if not config.uses_job_engine():
+        return None
+    from looping_core.runner import engine_schema  # noqa: PLC0415 - postgres extra
+
+    return _on_store(config, lambda db: engine_schema(db.connection()))  # type: ignore[no-untyped-call]
 
 
 @db.command("adopt")

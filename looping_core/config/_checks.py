@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from looping_core._origins import is_bare_origin
 from looping_core.config._model import (
+    ENGINES,
     EVENT_LOOPS,
     LOG_FORMATS,
     LOG_LEVELS,
@@ -134,6 +135,18 @@ def check_runner(runner: RunnerConfig, push: PushConfig) -> list[str]:
         problems.append("concurrency must be at least 1 @ $.runner.concurrency")
     if runner.on_restart not in ("fail", "resume"):
         problems.append('on_restart must be "fail" or "resume" @ $.runner.on_restart')
+    if runner.engine not in ENGINES:
+        problems.append(f"engine must be one of {', '.join(ENGINES)} @ $.runner.engine")
+    if not 0 < runner.heartbeat_seconds < runner.stalled_after_seconds:
+        problems.append(
+            "heartbeat_seconds must be above 0 and below stalled_after_seconds (a live worker "
+            "must say so before it is taken for dead) @ $.runner.heartbeat_seconds"
+        )
+    if runner.sweep_seconds < 1 or 60 % runner.sweep_seconds:
+        problems.append(
+            "sweep_seconds must divide 60 (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 or 60) "
+            "@ $.runner.sweep_seconds"
+        )
     if not 0 < push.timeout_seconds <= 120:
         problems.append("timeout_seconds must be above 0 and at most 120 @ $.push.timeout_seconds")
     if push.max_attempts < 1:

@@ -242,14 +242,27 @@ class TenantConfig:
 
 @attrs.frozen
 class RunnerConfig:
-    """`[runner]`: the embedded runner that executes turns in-process."""
+    """`[runner]`: who runs turns and pushes, and how many at once."""
 
     concurrency: int = 16
-    """Turns running at once; more wait their turn."""
+    """Turns running at once per process; more wait their turn."""
     on_restart: str = "fail"
     """What happens to turns a crash left SUBMITTED or WORKING: "fail" them, or "resume" them."""
     restart_message: str = "The agent restarted while it was working on this task."
     """The status message of a task failed by a restart."""
+    engine: str = "auto"
+    """`embedded`: turns and pushes run in the process that accepted them (a node and worker
+    slot own them); `procrastinate`: they are jobs in a PostgreSQL job engine, which any worker
+    process on any machine runs; `auto`: the engine on PostgreSQL, embedded on SQLite."""
+    serve_runs_jobs: bool = True
+    """With the job engine, `looping serve` runs jobs too (one machine, one command); false:
+    it only accepts them, and `looping worker` processes run them."""
+    heartbeat_seconds: float = 5.0
+    """How often a job worker says it is alive (job engine)."""
+    stalled_after_seconds: float = 20.0
+    """A worker silent this long is dead: its jobs are run again elsewhere (job engine)."""
+    sweep_seconds: int = 5
+    """How often the jobs of dead workers are looked for (a divisor of 60; job engine)."""
 
 
 @attrs.frozen
@@ -268,6 +281,7 @@ class PushConfig:
     the end of a turn and a request for input are pushed. Streams always see progress."""
 
 
+ENGINES = ("auto", "embedded", "procrastinate")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 LOG_FORMATS = ("text", "json")
 
@@ -336,6 +350,13 @@ class Config:
     observability: ObservabilityConfig = ObservabilityConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+    def uses_job_engine(self, environ: Mapping[str, str] | None = None) -> bool:
+        """Whether turns and pushes are jobs in the job engine (`[runner] engine`): asked for,
+        or `auto` on a PostgreSQL store."""
+        if self.runner.engine != "auto":
+            return self.runner.engine == "procrastinate"
+        return self.store.location(environ).startswith(("postgresql:", "postgres:"))
 
 
 DEFAULT_STUB_CARD: CardConfig = CardConfig(

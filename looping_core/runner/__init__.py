@@ -1,7 +1,44 @@
-"""Turn execution and push delivery. The embedded runner (in-process, bounded concurrency) is the
-default; the deliverer sends the outbox's pushes."""
+"""Turn execution and push delivery.
+
+- `EmbeddedRunner`: runs turns in process, at most `concurrency` at a time; on SQLite it is told
+  of each turn by the edge, with a job engine it runs the turns of the jobs it is given;
+- `PushDeliverer`: sends the outbox's pushes (its own loop, or one job at a time);
+- `JobEngine`, `EngineHooks`: turns and pushes as procrastinate jobs on PostgreSQL (imported on
+  first use: procrastinate comes with the `postgres` extra); `apply_engine_schema` and
+  `engine_schema` manage its tables.
+"""
+
+from typing import Any
 
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._embedded import EmbeddedRunner
 
-__all__ = ["EmbeddedRunner", "PushDeliverer"]
+__all__ = [
+    "JOB_QUEUES",
+    "EmbeddedRunner",
+    "EngineHooks",
+    "EngineSchema",
+    "JobEngine",
+    "PushDeliverer",
+    "apply_engine_schema",
+    "engine_schema",
+]
+
+_LAZY = {
+    "JOB_QUEUES": ("looping_core.runner._engine", "QUEUES"),
+    "EngineHooks": ("looping_core.runner._engine", "EngineHooks"),
+    "JobEngine": ("looping_core.runner._engine", "JobEngine"),
+    "EngineSchema": ("looping_core.runner._engine_schema", "EngineSchema"),
+    "apply_engine_schema": ("looping_core.runner._engine_schema", "apply_engine_schema"),
+    "engine_schema": ("looping_core.runner._engine_schema", "engine_schema"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The job engine's names, imported when first asked for (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)

@@ -108,22 +108,31 @@ class PushDeliverer:
                 )  # fmt: skip
         return len(items)
 
-    async def _deliver(self, item: OutboxItem) -> None:
-        """One attempt, in a span continuing the trace of the change the push reports."""
+    async def deliver(self, item: OutboxItem) -> float | None:
+        """One attempt (a job engine's delivery job); the seconds until the next one when it
+        is to be tried again, `None` when it is done with (delivered, failed or expired)."""
+        _, next_ts = await self._deliver(item)
+        return None if next_ts is None else max(0.0, (next_ts - now_us()) / 1_000_000)
+
+    async def _deliver(self, item: OutboxItem) -> tuple[str, int | None]:
+        """One attempt, in a span continuing the trace of the change the push reports; the
+        item's state afterwards, and when it is due again (µs) if it is still pending."""
         carrier = {"traceparent": item.traceparent} if item.traceparent else None
         with _tracing.span(
             "push", kind="client", carrier=carrier, a2a__task_id=item.task_id,
             looping__push__attempt=item.attempts + 1,
         ) as span:  # fmt: skip
-            outcome = await self._attempt(item)
+            outcome, next_ts = await self._attempt(item)
             span.set(looping__push__outcome=outcome)
             if outcome != "delivered":
                 span.fail(outcome)
             if outcome != "pending":
                 _metrics.PUSH_DELIVERIES.inc(outcome=outcome)
+        return outcome, next_ts
 
-    async def _attempt(self, item: OutboxItem) -> str:
-        """Attempt and record the delivery; the item's state afterwards."""
+    async def _attempt(self, item: OutboxItem) -> tuple[str, int | None]:
+        """Attempt and record the delivery; the item's state afterwards, and when it is due
+        again if it is still pending."""
         scheme, credentials = item.authentication or (None, "")
         reason = undeliverable_reason(item.url, item.token, scheme, credentials)
         if reason:
@@ -135,7 +144,7 @@ class PushDeliverer:
                 item, status=None, error=f"undeliverable config: {reason}", duration_ms=0,
                 outcome="failed",
             )  # fmt: skip
-            return "failed"
+            return "failed", None
         headers = {"Content-Type": CONTENT_TYPE}
         _tracing.inject(headers)
         if scheme is not None:
@@ -169,14 +178,14 @@ class PushDeliverer:
                 item, status=None, error=f"internal: {type(exc).__name__}",
                 duration_ms=int((time.monotonic() - started) * 1000), outcome="failed",
             )  # fmt: skip
-            return "failed"
+            return "failed", None
         _metrics.PUSH_ATTEMPTS.inc(result=f"{status // 100}xx" if status else "error")
         duration_ms = int((time.monotonic() - started) * 1000)
         if status is not None and 200 <= status < 300:
             await self._store.record_attempt(
                 item, status=status, error=None, duration_ms=duration_ms, outcome="delivered"
             )
-            return "delivered"
+            return "delivered", None
         attempts = item.attempts + 1
         age = (now_us() - item.created_ts) / 1_000_000
         if attempts >= self._policy.max_attempts:
@@ -193,7 +202,7 @@ class PushDeliverer:
             item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
             next_attempt_ts=next_ts,
         )  # fmt: skip
-        return outcome
+        return outcome, next_ts
 
     def _backoff(self, attempts: int) -> float:
         """Exponential, capped, with "equal jitter": between half and all of the step."""

@@ -57,6 +57,7 @@ SUBAGENT_SEPARATOR = "\x1f"
 """Joins a conversation, a task and a scope into a subagent session's context."""
 CANCEL_POLL_SECONDS = 1.0
 _ENDINGS = (TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.REJECTED)
+_UNSETTLED = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 
 
 class EmbeddedRunner:
@@ -75,11 +76,16 @@ class EmbeddedRunner:
         subtasks: SubtaskStore | None = None,
         push_progress: bool = False,
         coalesce_seconds: float = 0.05,
+        queued: bool = False,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `database` (the store's
         peewee database) is what plugins' tools that own tables get in their `ToolContext`.
         `push_progress`: a turn's progress is pushed too (`[push] progress`);
-        `coalesce_seconds`: artifact chunks closer together are one event."""
+        `coalesce_seconds`: artifact chunks closer together are one event. `queued`: a job
+        engine runs the turns (`run_queued`, on whichever process takes the job), so `start`,
+        `recover` and watching for cancellations are the engine's business."""
+        self._queued = queued
+        self._open = False
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
         self._sessions = sessions
@@ -98,8 +104,9 @@ class EmbeddedRunner:
         """When each running turn began (monotonic), for its end's log line."""
 
     def start(self, task_id: str) -> None:
-        """Schedule the task's pending turn (idempotent while it is scheduled)."""
-        if task_id in self._running:
+        """Schedule the task's pending turn (idempotent while it is scheduled). With a job
+        engine, nothing: the store deferred its job with the task."""
+        if task_id in self._running or self._queued:
             return
         job = asyncio.create_task(self._run(task_id), name=f"looping-turn-{task_id}")
         self._running[task_id] = job
@@ -112,11 +119,39 @@ class EmbeddedRunner:
         server process runs it (a duplicate that reached another worker).
         """
         if task_id not in self._running:
+            if self._queued:
+                await self._wait_in_store(task_id, timeout)
             return
         event = self._settled.setdefault(task_id, asyncio.Event())
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
                 await event.wait()
+
+    async def _wait_in_store(self, task_id: str, timeout: float) -> None:
+        """Wait for a turn some worker runs, anywhere: its task's state, looked at less and less
+        often (from 10 ms to 200 ms) until it settles or `timeout` passes."""
+        delay = 0.01
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while await self._store.task_state(task_id) in _UNSETTLED:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+
+    async def run_queued(self, task_id: str) -> bool:
+        """Run the task's pending turn as the job engine's job. A task left WORKING (its worker
+        died or stopped) is resumed or failed first, as `on_restart` says. Returns `False` when
+        this process's shutdown cut the turn off: the job must run again."""
+        state = await self._store.task_state(task_id)
+        if state is TaskState.TASK_STATE_WORKING:
+            if not await self._recover(task_id):
+                return True
+        elif state is not TaskState.TASK_STATE_SUBMITTED:
+            return True  # ended (canceled before it ran) or waiting for input: nothing to run
+        job = asyncio.current_task()
+        assert job is not None
+        self._running[task_id] = job
+        await self._run(task_id)
+        return not job.cancelling() or await self._store.task_state(task_id) not in _UNSETTLED
 
     def canceled_message(self, tenant: str) -> Message | None:
         """The status message a canceled task of `tenant` gets: its agent's words, if any."""
@@ -138,14 +173,18 @@ class EmbeddedRunner:
         A task whose recovery fails is logged and left as it is: one bad row must never keep
         the server from starting, nor the other tasks from being recovered.
         """
+        if self._queued:
+            return  # the engine runs dead workers' jobs again
         for task_id in await self._store.unfinished():
             try:
-                await self._recover(task_id)
+                if await self._recover(task_id):
+                    self.start(task_id)
             except Exception:
                 _log.exception("recovering task %s failed; it is left as it is", task_id)
         self._on_settled()
 
-    async def _recover(self, task_id: str) -> None:
+    async def _recover(self, task_id: str) -> bool:
+        """Resume (`True`: its turn is SUBMITTED again) or fail a turn a crash interrupted."""
         if self._config.on_restart == "resume":
             await self._store.transition(
                 task_id,
@@ -153,7 +192,7 @@ class EmbeddedRunner:
                 allowed_from=[TaskState.TASK_STATE_WORKING],
             )
             _log.info("resuming task %s after a restart", task_id)
-            self.start(task_id)
+            return True
         else:
             message = _agent_message(
                 (Part(text=self._config.restart_message),),
@@ -163,15 +202,22 @@ class EmbeddedRunner:
                 task_id, TaskState.TASK_STATE_FAILED, status_message=message
             )
             _log.info("failed task %s: the agent restarted while it ran", task_id)
+            return False
 
     @property
     def running(self) -> bool:
         """Whether it watches its turns (started with `watch_cancellations`, not closed)."""
+        if self._queued:
+            return self._open
         return self._watcher is not None and not self._watcher.done()
 
     def watch_cancellations(self, interval: float = CANCEL_POLL_SECONDS) -> None:
         """Stop turns whose task another process ended (a `CancelTask` that reached another
-        server worker): their store state is looked up every `interval` seconds."""
+        server worker): their store state is looked up every `interval` seconds. With a job
+        engine nothing is looked up: the engine aborts the turn's job."""
+        self._open = True
+        if self._queued:
+            return
         self._watcher = asyncio.create_task(
             self._watch_cancellations(interval), name="looping-cancel-watcher"
         )
@@ -191,6 +237,7 @@ class EmbeddedRunner:
                 self.cancel_local(task_id)
 
     async def close(self) -> None:
+        self._open = False
         if self._watcher is not None:
             self._watcher.cancel()
         jobs = list(self._running.values())

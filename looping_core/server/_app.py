@@ -16,7 +16,6 @@ import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import NoReturn
 
-import aiohttp
 from aiohttp import web
 
 from looping_core.a2a._jwks import JwksCache
@@ -35,7 +34,6 @@ from looping_core.config import Config
 from looping_core.contract import ModelProvider, PluginStore
 from looping_core.errors import problem_list
 from looping_core.plugins import PluginHost
-from looping_core.runner import EmbeddedRunner, PushDeliverer
 from looping_core.server._connections import ConnectionGuard, ConnectionLimits
 from looping_core.server._edge import (
     CARD_PATH,
@@ -50,14 +48,12 @@ from looping_core.server._health import add_health_routes
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._requests import request_ids
 from looping_core.server._rest import handle_rest
+from looping_core.server._runtime import open_runtime
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import EventHub
 from looping_core.store import (
     Database,
-    SessionStore,
     StoreError,
-    SubtaskStore,
-    TaskStore,
     adopt_orphans,
     bind,
     connection_problem,
@@ -262,52 +258,41 @@ def _services(
             node = node_of(config)
             try:
                 if worker is None:
-                    await database.run_alone(_prepare, database, _plugin_stores(host), node, 1)
+                    stores = _plugin_stores(host)
+                    engine = config.uses_job_engine()
+                    await database.run_alone(_prepare, database, stores, node, 1, engine)
                 else:
                     await database.run_alone(bind, database.peewee)
             except Exception as exc:
                 _raise_one_line(exc)
-            store = TaskStore(database, node=node, worker=worker or 0)
-            async with aiohttp.ClientSession() as session:
+            signer = PushSigner(
+                key=edge.signing_key,
+                jwks_url=config.server.base_url + JWKS_PATH,
+                issuer=config.server.base_url,
+            )
+            async with open_runtime(
+                config, database, signer=signer, agents=agents, tenant_plugins=tenant_plugins,
+                node=node, worker=worker or 0, run_jobs=config.runner.serve_runs_jobs,
+            ) as runtime:  # fmt: skip
                 jwks = JwksCache(
-                    session,
+                    runtime.session,
                     ttl=config.security.jwks_cache_seconds,
                     refetch_interval=config.security.jwks_refetch_interval_seconds,
                 )
-                signer = PushSigner(
-                    key=edge.signing_key,
-                    jwks_url=config.server.base_url + JWKS_PATH,
-                    issuer=config.server.base_url,
+                hub = (
+                    EventHub(runtime.store, config.streaming) if config.streaming.enabled else None
                 )
-                deliverer = PushDeliverer(store, session, signer, config.push)
-                runner = EmbeddedRunner(
-                    store,
-                    agents,
-                    tenant_plugins,
-                    config.runner,
-                    on_settled=deliverer.wake,
-                    sessions=SessionStore(database, node=node, worker=worker or 0),
-                    subtasks=SubtaskStore(database, node=node, worker=worker or 0),
-                    database=database.peewee,
-                    push_progress=config.push.progress,
-                    coalesce_seconds=config.streaming.coalesce_seconds,
-                )
-                if config.push.progress:
-                    store.watch_events(lambda _task_id: deliverer.wake())
-                hub = EventHub(store, config.streaming) if config.streaming.enabled else None
                 app[SERVICES] = Services(
                     edge=edge,
                     methods=DEFAULT_METHODS,
                     guard=guard,
-                    store=store,
-                    runner=runner,
+                    store=runtime.store,
+                    runner=runtime.runner,
                     jwks=jwks,
                     streams=hub,
-                    deliverer=deliverer,
+                    deliverer=runtime.deliverer,
+                    runtime=runtime,
                 )
-                await runner.recover()
-                runner.watch_cancellations()
-                deliverer.start()
                 if hub is not None:
                     await hub.start()
                 try:
@@ -315,10 +300,6 @@ def _services(
                 finally:
                     if hub is not None:
                         await hub.close()
-                    await runner.close()
-                    await deliverer.stop()
-                    for agent in agents.values():
-                        await agent.aclose()
         finally:
             database.close()
 
@@ -326,11 +307,14 @@ def _services(
 
 
 def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
-    """What a server does once before its workers start: migrate the store, ensure the plugin
-    stores, and hand its node's turns and pushes left by slots beyond `workers` to live ones."""
+    """What a server does once before its workers start: migrate the store (and the job
+    engine's tables), ensure the plugin stores, and (embedded) hand its node's turns and pushes
+    left by slots beyond `workers` to live ones."""
     database = Database.from_url(config.store.location())
+    engine = config.uses_job_engine()
     try:
-        database.run_sync(_prepare, database, _plugin_stores(plugins), node_of(config), workers)
+        stores = _plugin_stores(plugins)
+        database.run_sync(_prepare, database, stores, node_of(config), workers, engine)
     except Exception as exc:
         _raise_one_line(exc)
     finally:
@@ -349,12 +333,15 @@ def _raise_one_line(error: Exception) -> NoReturn:
 def node_of(config: Config) -> str:
     """Who owns the turns this server runs, in the store.
 
-    `[server] node` if set. Otherwise an SQLite store, which only one machine can use, is all
-    `local`; a PostgreSQL store takes the host name, with a warning: a container's host name
+    `[server] node` if set. With the job engine, the host name (nothing is recovered by node
+    there). Otherwise an SQLite store, which only one machine can use, is all `local`; a
+    PostgreSQL store takes the host name, with a warning: a container's host name
     changes when it is recreated, and the turns a crash left behind wait for their node's name.
     """
     if config.server.node:
         return config.server.node
+    if config.uses_job_engine():
+        return socket.gethostname()  # only a record of who accepted: the engine recovers turns
     if not config.store.location().startswith(("postgresql:", "postgres:")):
         return LOCAL_NODE
     return _host_node()
@@ -375,9 +362,17 @@ def _plugin_stores(plugins: PluginHost) -> list[PluginStore]:
     return [contribution.item for contribution in plugins.registry.stores.values()]
 
 
-def _prepare(database: Database, stores: list[PluginStore], node: str, workers: int) -> None:
-    """Core migrations, plugin stores' `ensure_tables`, orphaned slots (on the store's thread)."""
+def _prepare(
+    database: Database, stores: list[PluginStore], node: str, workers: int, engine: bool
+) -> None:
+    """Core migrations, plugin stores' `ensure_tables`, then the job engine's tables, or the
+    turns of orphaned worker slots (embedded), on the store's thread."""
     bind(database.peewee)
     upgrade(database.peewee)
     ensure_plugin_stores(database.peewee, stores)
-    adopt_orphans(database, node, workers)
+    if engine:
+        from looping_core.runner import apply_engine_schema  # noqa: PLC0415 - postgres extra
+
+        apply_engine_schema(database.peewee.connection())  # type: ignore[no-untyped-call]
+    else:
+        adopt_orphans(database, node, workers)

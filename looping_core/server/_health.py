@@ -3,7 +3,8 @@ which part is down.
 
 - `GET /healthz`: the process answers (200).
 - `GET /readyz`: the store answers and its migrations are current, the runner and the push
-  deliverer are running (200); otherwise 503 naming the failing parts. A change either way is
+  deliverer (or, with a job engine, its workers) are running (200); otherwise 503 naming the
+  failing parts. A change either way is
   logged once, with the reason, so a probe every second does not flood the log.
 """
 
@@ -46,10 +47,12 @@ async def handle_ready(request: web.Request) -> web.Response:
         problem = await services.store.unready(STORE_TIMEOUT_SECONDS)
         if problem is not None:
             failing["store"] = problem
-        if not services.runner.running:
+        if services.runtime is None:
             failing["runner"] = "not running"
-        if services.deliverer is None or not services.deliverer.running:
-            failing["push"] = "not running"
+        else:
+            for part, running in services.runtime.running.items():
+                if not running:
+                    failing[part] = "not running"
     _note_change(request.app, failing)
     if failing:
         return _answer(503, {"status": "unavailable", "failing": sorted(failing)})

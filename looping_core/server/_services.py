@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from looping_core.runner import EmbeddedRunner, PushDeliverer
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
+    from looping_core.server._runtime import Runtime
     from looping_core.server._streams import EventHub
     from looping_core.store import TaskStore
 
@@ -35,6 +36,8 @@ class Services:
     jwks: JwksCache
     streams: EventHub | None = None
     deliverer: PushDeliverer | None = None
+    runtime: Runtime | None = None
+    """What runs turns and pushes (its parts' health; the job engine, if any)."""
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")

@@ -30,6 +30,7 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import TaskEvent
+from looping_core.store._jobs import JobAlreadyQueued, JobHooks
 from looping_core.store._migrations import (
     Migration,
     MigrationStatus,
@@ -54,6 +55,8 @@ __all__ = [
     "ContextMismatch",
     "Database",
     "InvalidPageToken",
+    "JobAlreadyQueued",
+    "JobHooks",
     "Migration",
     "MigrationStatus",
     "OutboxItem",

@@ -66,9 +66,9 @@ def store_url_problem(url: str) -> str | None:
     if url.startswith("sqlite:///"):
         return None
     if url.startswith(("postgresql://", "postgres://")):
-        if importlib.util.find_spec("psycopg") is None:
+        if any(importlib.util.find_spec(name) is None for name in ("psycopg", "procrastinate")):
             return (
-                "the PostgreSQL driver is not installed; install it with "
+                "the PostgreSQL driver or job engine is not installed; install them with "
                 "pip install 'looping-core[postgres]'"
             )
         return None

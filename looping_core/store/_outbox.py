@@ -89,38 +89,57 @@ class Outbox(StoreBase):
                     " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
                     (outbox_id, stamp, f"undeliverable config: {problems}"),
                 )
+            else:
+                self._queue_push(outbox_id)
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
-        """Pending deliveries that are due, with their config's credentials."""
+        """This process's pending deliveries that are due, with their config's credentials."""
 
         def read() -> list[OutboxItem]:
-            rows = self._sql(
-                "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
-                " o.created_ts, c.body, o.traceparent FROM push_outbox o LEFT JOIN push_configs c"
-                " ON c.task_id = o.task_id AND c.config_id = o.config_id"
+            return self._items(
                 " WHERE o.node = ? AND o.worker = ? AND o.state = 'pending'"
                 " AND o.next_attempt_ts <= ? ORDER BY o.next_attempt_ts LIMIT ?",
                 (self._node, self._worker, now_us(), limit),
-            ).fetchall()
-            items = []
-            for row_id, task_id, config_id, jti, url, body, tries, created, config, trace in rows:
-                if config is None:  # deleted since: nothing more is sent there
-                    self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
-                    continue
-                settings = json.loads(config)
-                auth = settings.get("authentication")
-                credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
-                items.append(
-                    OutboxItem(
-                        id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
-                        body=body.encode(), attempts=tries, created_ts=created,
-                        token=settings.get("token", ""),
-                        authentication=credentials, traceparent=trace,
-                    )
-                )  # fmt: skip
-            return items
+            )
 
         return await self._db.run(read)
+
+    async def pending_push(self, outbox_id: int) -> OutboxItem | None:
+        """The push `outbox_id` if it is still pending, whoever queued it (a job engine's
+        delivery job); `None` once it is done with, or its config was deleted."""
+
+        def read() -> OutboxItem | None:
+            items = self._items(" WHERE o.id = ? AND o.state = 'pending'", (outbox_id,))
+            return items[0] if items else None
+
+        return await self._db.run(read)
+
+    def _items(self, where: str, params: tuple[Any, ...]) -> list[OutboxItem]:
+        """Outbox rows with their config's credentials (store thread); a row whose config was
+        deleted since is dropped: nothing more is sent there."""
+        rows = self._sql(
+            "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
+            " o.created_ts, c.body, o.traceparent FROM push_outbox o LEFT JOIN push_configs c"
+            " ON c.task_id = o.task_id AND c.config_id = o.config_id" + where,
+            params,
+        ).fetchall()
+        items = []
+        for row_id, task_id, config_id, jti, url, body, tries, created, config, trace in rows:
+            if config is None:
+                self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
+                continue
+            settings = json.loads(config)
+            auth = settings.get("authentication")
+            credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
+            items.append(
+                OutboxItem(
+                    id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
+                    body=body.encode(), attempts=tries, created_ts=created,
+                    token=settings.get("token", ""),
+                    authentication=credentials, traceparent=trace,
+                )
+            )  # fmt: skip
+        return items
 
     async def pending_pushes(self) -> PendingPushes:
         """When the next of this process's pending pushes is due, and when the oldest was

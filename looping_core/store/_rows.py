@@ -24,6 +24,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._db import Database
 from looping_core.store._errors import TaskNotFound
+from looping_core.store._jobs import JobAlreadyQueued, JobHooks
 
 __all__ = [
     "HEAD",
@@ -83,13 +84,41 @@ class StoreBase:
     peewee queries cost more than running them. The schema itself is the peewee models'.
     """
 
-    def __init__(self, database: Database, *, node: str = "", worker: int = 0) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        node: str = "",
+        worker: int = 0,
+        jobs: JobHooks | None = None,
+    ) -> None:
         """`node` and `worker` say whose turns these are: the server (`[server] node`) and its
-        worker slot. Recovery and push delivery look at this owner's rows only."""
+        worker slot. Recovery and push delivery look at this owner's rows only. `jobs`: the job
+        engine that runs turns and pushes, told in the transaction that makes them (none: the
+        embedded runner, told in process)."""
         self._db = database
         self._node = node
         self._worker = worker
+        self._jobs = jobs
         self._sql = database.execute
+
+    def _queue_turn(self, task_id: str) -> None:
+        """Hand the task's next turn to the job engine, in this transaction (store thread)."""
+        if self._jobs is None:
+            return
+        try:
+            with self._db.write():  # a savepoint: a refused defer leaves the rest intact
+                self._jobs.turn_queued(self._connection(), task_id)
+        except JobAlreadyQueued:
+            pass  # its waiting job runs the turn
+
+    def _connection(self) -> Any:
+        """This thread's open connection (the one the transaction runs on)."""
+        return self._db.peewee.connection()  # type: ignore[no-untyped-call]
+
+    def _queue_push(self, outbox_id: int) -> None:
+        if self._jobs is not None:
+            self._jobs.push_queued(self._connection(), outbox_id)
 
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(

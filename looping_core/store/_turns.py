@@ -123,6 +123,7 @@ class Turns(Events, PushConfigs):
                 joined = head.state in RUNNING
                 if not joined:
                     self._begin_next_turn(head, message.message_id, stamp)
+                    self._queue_turn(head.id)
                 task_id, context_id = head.id, head.context_id
             else:
                 task_id = str(uuid.uuid4())
@@ -143,6 +144,7 @@ class Turns(Events, PushConfigs):
                         message.message_id,
                     ),
                 )
+                self._queue_turn(task_id)
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
             self._sql(
                 "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
@@ -451,6 +453,15 @@ class Turns(Events, PushConfigs):
                 if reply.role is Role.ROLE_AGENT:
                     return attrs.evolve(reply, task_id="")
             return self._snapshot(task_id, history_length, include_artifacts=True, head=head)
+
+        return await self._db.run(read)
+
+    async def task_state(self, task_id: str) -> TaskState | None:
+        """The task's state now (`None`: no such task), whoever owns it."""
+
+        def read() -> TaskState | None:
+            row = self._sql("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return TaskState(row[0]) if row is not None else None
 
         return await self._db.run(read)
 

@@ -26,9 +26,10 @@ def write_config(
     workers: int = 1,
     event_loop: str = "auto",
     more: str = "",
+    store_url: str | None = None,
 ) -> Path:
-    """A config for tenant `bob`, served by a HoldingAgent, storing next to `path` (`more`:
-    TOML added at the end)."""
+    """A config for tenant `bob`, served by a HoldingAgent, storing next to `path` (or in
+    `store_url`); `more`: TOML added at the end."""
     extra = f"""
 [runner]
 on_restart = "{on_restart}"
@@ -43,7 +44,7 @@ backoff_max_seconds = 0.2
             port=port,
             gateway_origins=[gateway.origin],
             signing_key_env=KEY_VARIABLE,
-            store_url=f"sqlite:///{path.parent / 'looping.db'}",
+            store_url=store_url or f"sqlite:///{path.parent / 'looping.db'}",
             server=f'workers = {workers}\nevent_loop = "{event_loop}"',
             extra=extra,
         )
@@ -55,14 +56,21 @@ def log_of(config: Path) -> Path:
     return config.parent / "server.log"
 
 
-def start(config: Path, key: dict[str, str], *arguments: str) -> subprocess.Popen[bytes]:
-    """Start `looping serve` in its own session (its log in server.log beside the config)."""
+def start(
+    config: Path,
+    key: dict[str, str],
+    *arguments: str,
+    command: str = "serve",
+    log: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """Start `looping serve` (or `command`) in its own session (its log in server.log beside
+    the config, or in `log`)."""
     environment = dict(os.environ, PYTHONPATH=str(HERE))
     environment[KEY_VARIABLE] = json.dumps(key)
     script = str(Path(sys.executable).with_name("looping"))
-    with log_of(config).open("ab") as output:
+    with (log or log_of(config)).open("ab") as output:
         return subprocess.Popen(
-            [script, "serve", "--config", str(config), *arguments],
+            [script, command, "--config", str(config), *arguments],
             env=environment,
             stdout=output,
             stderr=output,
@@ -151,3 +159,19 @@ async def wait_until_all_listen(process: subprocess.Popen[bytes], port: int, cou
             return
         await asyncio.sleep(0.02)
     raise AssertionError(f"not all {count} workers listen on {port}")
+
+
+async def start_worker(
+    config: Path, key: dict[str, str], log: Path, *arguments: str
+) -> subprocess.Popen[bytes]:
+    """`looping worker` (its log in `log`), once it runs jobs."""
+    process = start(config, key, *arguments, command="worker", log=log)
+    for _ in range(600):
+        if process.poll() is not None:
+            raise AssertionError(log.read_text())
+        if log.exists() and "worker running jobs" in log.read_text():
+            return process
+        await asyncio.sleep(0.05)
+    process.kill()
+    process.wait(timeout=30)
+    raise AssertionError(f"the worker did not start:\n{log.read_text()}")

@@ -1,0 +1,222 @@
+"""The job engine: turns and pushes as procrastinate jobs in the store's PostgreSQL database.
+
+- **Deferring.** Accepting a turn defers `looping.run_turn(task_id)` in the same transaction
+  (`EngineHooks`, called by the store), its task id the queueing lock (one waiting job per task,
+  however many duplicates arrive, on whichever edge) and the lock (one task's turns never run at
+  once). A queued push defers `looping.deliver_push(outbox_id)` the same way.
+- **Running.** Any worker process on any machine runs any job (`JobEngine`): a turn through the
+  same runner as the embedded mode, whose guarded writes still decide which terminal state wins;
+  a push through the same deliverer. A delivery that must be tried again raises `RetryLater`
+  with the deliverer's backoff (exponential, with jitter, within `[push] max_attempts` and
+  `max_age_seconds`), and the engine runs the same job again then: the same row, the same `jti`.
+- **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
+  `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
+  queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
+  says, exactly as after a local crash. A worker that stops gracefully does the same with its
+  running turns.
+- **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
+  once (LISTEN/NOTIFY), which cancels it. No one polls for ended tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import procrastinate
+from procrastinate import exceptions as engine_errors
+from procrastinate import jobs as engine_jobs
+from procrastinate.manager import JobManager
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+
+from looping_core.config import RunnerConfig
+from looping_core.runner._delivery import PushDeliverer
+from looping_core.runner._embedded import EmbeddedRunner
+from looping_core.store import JobAlreadyQueued, TaskStore
+
+__all__ = [
+    "PUSH_QUEUE",
+    "QUEUES",
+    "TURN_QUEUE",
+    "EngineHooks",
+    "JobEngine",
+    "RetryLater",
+]
+
+_log = logging.getLogger("looping_core.runner")
+
+TURN_TASK = "looping.run_turn"
+PUSH_TASK = "looping.deliver_push"
+SWEEP_TASK = "looping.retry_stalled_jobs"
+TURN_QUEUE = "looping-turns"
+PUSH_QUEUE = "looping-pushes"
+SWEEP_QUEUE = "looping-sweeps"
+QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
+FETCH_SECONDS = 1.0
+OTHER_JOB_SLOTS = 8
+"""Push deliveries (and sweeps) a process runs at once, beside its turns."""
+SHUTDOWN_GRACE_SECONDS = 10.0
+"""A stopping worker waits this long for its running jobs, then stops them: their turns run
+again elsewhere (per `on_restart`), their pushes are tried again."""
+
+
+class RetryLater(Exception):
+    """Run this job again in `seconds` (a push to try again, a turn cut off by a shutdown)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"run again in {seconds:.3f} s")
+        self.seconds = max(0.0, seconds)
+
+
+class _RetryWhenAsked(BaseRetryStrategy):
+    """Jobs are run again only when they say so (`RetryLater`); every other failure is final."""
+
+    def get_retry_decision(
+        self, *, exception: BaseException, job: engine_jobs.Job
+    ) -> RetryDecision | None:
+        if isinstance(exception, RetryLater):
+            return RetryDecision(retry_at=datetime.now(UTC) + timedelta(seconds=exception.seconds))
+        return None
+
+
+class EngineHooks:
+    """Defers jobs on the store's connection, inside its transaction (the store's `JobHooks`)."""
+
+    def __init__(self) -> None:
+        # Never opened: every defer goes through the connection it is given.
+        self._jobs = JobManager(procrastinate.SyncPsycopgConnector())
+
+    def turn_queued(self, connection: Any, task_id: str) -> None:
+        job = engine_jobs.Job(
+            id=None, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id,
+            task_name=TURN_TASK, task_kwargs={"task_id": task_id},
+        )  # fmt: skip
+        try:
+            self._jobs.batch_defer_jobs([job], connection=connection)
+        except engine_errors.AlreadyEnqueued:
+            raise JobAlreadyQueued(task_id) from None
+
+    def push_queued(self, connection: Any, outbox_id: int) -> None:
+        job = engine_jobs.Job(
+            id=None, queue=PUSH_QUEUE, lock=None, queueing_lock=None,
+            task_name=PUSH_TASK, task_kwargs={"outbox_id": outbox_id},
+        )  # fmt: skip
+        self._jobs.batch_defer_jobs([job], connection=connection)
+
+
+class JobEngine:
+    """A procrastinate app whose tasks run turns and pushes, and (`start`) a worker running them
+    in this process."""
+
+    def __init__(
+        self,
+        url: str,
+        store: TaskStore,
+        runner: EmbeddedRunner,
+        deliverer: PushDeliverer,
+        config: RunnerConfig,
+    ) -> None:
+        self._store = store
+        self._runner = runner
+        self._deliverer = deliverer
+        self._config = config
+        self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+        self._workers: list[asyncio.Task[None]] = []
+        self._register_tasks()
+
+    def _register_tasks(self) -> None:
+        retry = _RetryWhenAsked()
+        self.app.task(name=TURN_TASK, queue=TURN_QUEUE, retry=retry)(self._run_turn)
+        self.app.task(name=PUSH_TASK, queue=PUSH_QUEUE, retry=retry)(self._deliver_push)
+        seconds = self._config.sweep_seconds
+        cron = f"* * * * * */{seconds}" if seconds < 60 else "* * * * *"
+        sweep = self.app.task(name=SWEEP_TASK, queue=SWEEP_QUEUE, queueing_lock=SWEEP_TASK)
+        self.app.periodic(cron=cron)(sweep(self._retry_stalled_jobs))
+
+    async def _run_turn(self, task_id: str) -> None:
+        if not await self._runner.run_queued(task_id):
+            raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
+
+    async def _deliver_push(self, outbox_id: int) -> None:
+        item = await self._store.pending_push(outbox_id)
+        if item is None:
+            return  # done with already (a job run twice), or its config was deleted
+        again_in = await self._deliverer.deliver(item)
+        if again_in is not None:
+            raise RetryLater(again_in)
+
+    async def _retry_stalled_jobs(self, timestamp: int) -> None:
+        stalled = await self.app.job_manager.get_stalled_jobs(
+            seconds_since_heartbeat=self._config.stalled_after_seconds
+        )
+        for job in stalled:
+            _log.warning(
+                "job %s (%s) was running on a worker that stopped; running it again",
+                job.id, job.call_string,
+            )  # fmt: skip
+            with contextlib.suppress(engine_errors.ConnectorException):
+                await self.app.job_manager.retry_job(job)
+
+    async def open(self) -> None:
+        await self.app.open_async()
+
+    async def close(self) -> None:
+        await self.stop()
+        await self.app.close_async()
+
+    def start(self, *, concurrency: int, queues: Iterable[str] = QUEUES) -> None:
+        """Run jobs of `queues` in this process until `stop`: turns `concurrency` at a time, and
+        pushes and sweeps beside them, so long turns never hold up deliveries."""
+        wanted = list(queues)
+        turns = [TURN_QUEUE] if TURN_QUEUE in wanted else []
+        others = [queue for queue in wanted if queue != TURN_QUEUE]
+        for group, slots in ((turns, concurrency), (others, OTHER_JOB_SLOTS)):
+            if group:
+                self._workers.append(
+                    asyncio.create_task(self._work(group, slots), name="looping-job-worker")
+                )
+
+    async def _work(self, queues: list[str], concurrency: int) -> None:
+        await self.app.run_worker_async(
+            queues=queues,
+            concurrency=concurrency,
+            name=f"looping-{'+'.join(q.removeprefix('looping-') for q in queues)}",
+            wait=True,
+            install_signal_handlers=False,
+            listen_notify=True,
+            # New jobs are announced (LISTEN/NOTIFY); a job handed back (a dead worker's, a
+            # push to try again) is found by this look, at most a second late.
+            fetch_job_polling_interval=FETCH_SECONDS,
+            delete_jobs="successful",
+            update_heartbeat_interval=self._config.heartbeat_seconds,
+            stalled_worker_timeout=self._config.stalled_after_seconds,
+            shutdown_graceful_timeout=SHUTDOWN_GRACE_SECONDS,
+        )
+
+    @property
+    def running(self) -> bool:
+        """Whether every worker `start` started still runs (true when none was asked for)."""
+        return not any(worker.done() for worker in self._workers)
+
+    async def wait(self) -> None:
+        """Until a worker stops (it failed, or `stop`)."""
+        if self._workers:
+            await asyncio.wait(self._workers, return_when=asyncio.FIRST_COMPLETED)
+
+    async def stop(self) -> None:
+        workers, self._workers = self._workers, []
+        for worker in workers:
+            worker.cancel()  # a graceful stop: running jobs get SHUTDOWN_GRACE_SECONDS
+        for worker in workers:
+            with contextlib.suppress(asyncio.CancelledError):
+                await worker
+
+    async def abort_turn(self, task_id: str) -> None:
+        """Stop the turn of `task_id` wherever it runs (its task was canceled)."""
+        for job in await self.app.job_manager.list_jobs_async(lock=task_id, status="doing"):
+            if job.id is not None:
+                await self.app.job_manager.cancel_job_by_id_async(job.id, abort=True)

@@ -1,0 +1,119 @@
+"""What runs turns and delivers pushes, for a server process and for a `looping worker` alike:
+the store, the runner, the push deliverer, and with a job engine the engine and its worker.
+
+Embedded (SQLite): the runner runs the turns this process accepted, the deliverer's loop sends
+this process's pushes, and turns a crash left are recovered at start. Job engine (PostgreSQL):
+the store defers a job with every turn and push, and this process runs jobs (`run_jobs`)
+whoever accepted them; the engine recovers dead workers' jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import aiohttp
+import attrs
+
+from looping_core.a2a._push import PushSigner
+from looping_core.agent import Agent
+from looping_core.config import Config
+from looping_core.plugins import PluginHost
+from looping_core.runner import EmbeddedRunner, PushDeliverer
+from looping_core.store import Database, SessionStore, SubtaskStore, TaskStore
+
+if TYPE_CHECKING:
+    from looping_core.runner._engine import JobEngine
+
+__all__ = ["Runtime", "open_runtime"]
+
+
+@attrs.frozen
+class Runtime:
+    store: TaskStore
+    runner: EmbeddedRunner
+    deliverer: PushDeliverer
+    session: aiohttp.ClientSession
+    """For fetching gateways' key sets and sending pushes."""
+    jobs: JobEngine | None
+    """The job engine (`None`: embedded)."""
+
+    @property
+    def running(self) -> dict[str, bool]:
+        """Which of its parts run now (readiness): the runner, and the deliverer or the jobs."""
+        parts = {"runner": self.runner.running}
+        if self.jobs is None:
+            parts["push"] = self.deliverer.running
+        else:
+            parts["jobs"] = self.jobs.running
+        return parts
+
+
+@asynccontextmanager
+async def open_runtime(
+    config: Config,
+    database: Database,
+    *,
+    signer: PushSigner,
+    agents: Mapping[str, Agent],
+    tenant_plugins: Mapping[str, PluginHost],
+    node: str,
+    worker: int,
+    run_jobs: bool,
+    concurrency: int | None = None,
+    queues: Sequence[str] | None = None,
+) -> AsyncIterator[Runtime]:
+    """Start them for the block; stop them (and close the agents) after it. `run_jobs`: with a
+    job engine, run jobs of `queues` (default: all) in this process too, `concurrency` turns at
+    a time (default: `[runner] concurrency`)."""
+    engine = config.uses_job_engine()
+    hooks = None
+    if engine:
+        from looping_core.runner._engine import EngineHooks  # noqa: PLC0415 - postgres extra
+
+        hooks = EngineHooks()
+    store = TaskStore(database, node=node, worker=worker, jobs=hooks)
+    async with aiohttp.ClientSession() as session:
+        deliverer = PushDeliverer(store, session, signer, config.push)
+        runner = EmbeddedRunner(
+            store,
+            agents,
+            tenant_plugins,
+            config.runner,
+            on_settled=deliverer.wake,
+            sessions=SessionStore(database, node=node, worker=worker),
+            subtasks=SubtaskStore(database, node=node, worker=worker),
+            database=database.peewee,
+            push_progress=config.push.progress,
+            coalesce_seconds=config.streaming.coalesce_seconds,
+            queued=engine,
+        )
+        jobs = None
+        if engine:
+            from looping_core.runner._engine import JobEngine  # noqa: PLC0415
+
+            jobs = JobEngine(config.store.location(), store, runner, deliverer, config.runner)
+            await jobs.open()
+        elif config.push.progress:
+            store.watch_events(lambda _task_id: deliverer.wake())
+        try:
+            await runner.recover()
+            runner.watch_cancellations()
+            if jobs is None:
+                deliverer.start()
+            elif run_jobs:
+                from looping_core.runner import JOB_QUEUES  # noqa: PLC0415
+
+                jobs.start(
+                    concurrency=concurrency or config.runner.concurrency,
+                    queues=queues or JOB_QUEUES,
+                )
+            yield Runtime(store, runner, deliverer, session, jobs)
+        finally:
+            if jobs is not None:
+                await jobs.close()  # its worker first: it stops the turns it runs
+            await runner.close()
+            await deliverer.stop()
+            for agent in agents.values():
+                await agent.aclose()

@@ -1,0 +1,27 @@
+"""Where the store hands new work to a job engine, inside the transaction that makes the work.
+
+A turn accepted and a push queued are rows; with a job engine (procrastinate, on PostgreSQL) each
+also becomes a job, deferred in the same transaction, so a crash can lose neither the row nor its
+job, and a duplicate can never make two. The store knows only this small interface; the engine
+behind it lives in the runtime layer. The embedded store has none: its runner is told in process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["JobAlreadyQueued", "JobHooks"]
+
+
+class JobAlreadyQueued(Exception):
+    """A job for this work waits already (the engine's queueing lock): nothing to add."""
+
+
+class JobHooks(Protocol):
+    """Called on the store's thread, inside the writing transaction, with its connection."""
+
+    def turn_queued(self, connection: Any, task_id: str) -> None:
+        """The task's next turn waits to run. Raises `JobAlreadyQueued` if a job waits already."""
+
+    def push_queued(self, connection: Any, outbox_id: int) -> None:
+        """The outbox row `outbox_id` waits to be delivered."""

@@ -1,0 +1,228 @@
+"""The job engine on PostgreSQL: edges that accept turns, `looping worker` processes that run
+them, as separate processes on one store; every turn ends once and every push is delivered
+once, a dead worker's turns are picked up by another without a hand, a duplicate reaching
+another edge makes no second job, and a cancel on one edge stops the turn on a worker elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from aiohttp.test_utils import unused_port
+
+from looping_core.a2a import TaskState
+from looping_core.testing import FakeGateway, ed25519_private_jwk
+
+from served import serve, start_worker, wait_for, write_config
+
+KEY = ed25519_private_jwk("agent-key-1")
+ENGINE = """
+[runner]
+on_restart = "resume"
+serve_runs_jobs = {runs}
+heartbeat_seconds = 0.5
+stalled_after_seconds = 2
+sweep_seconds = 1
+"""
+
+
+class Processes:
+    def __init__(self) -> None:
+        self.running: list[subprocess.Popen[bytes]] = []
+
+    def add(self, process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+        self.running.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in self.running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.running:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    running = Processes()
+    yield running
+    running.stop()
+
+
+def engine_config(
+    tmp_path: Path, name: str, port: int, gateway: FakeGateway, store: str, *, runs: bool
+) -> Path:
+    """A config whose [runner] section is the job engine's (it replaces the default one)."""
+    path = write_config(tmp_path / f"{name}.toml", port, gateway, store_url=store)
+    text = path.read_text()
+    text = re.sub(
+        r"\[runner\]\n(?:[^\[\n][^\n]*\n)*", ENGINE.format(runs=str(runs).lower())[1:], text
+    )
+    path.write_text(text)
+    return path
+
+
+def rows(store: str, query: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(store) as connection:
+        return connection.execute(query).fetchall()  # type: ignore[arg-type]
+
+
+async def test_an_edge_and_two_workers_run_every_turn_once_and_push_it_once(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    port = unused_port()
+    edge = engine_config(tmp_path, "edge", port, gateway, postgres_url, runs=False)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    released = tmp_path / "released"
+    released.touch()
+    processes.add(await serve(edge, port, KEY))
+    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
+    for log in logs:
+        processes.add(await start_worker(edge, KEY, log))
+    count = 200
+    replies = await asyncio.gather(
+        *(gateway.send_turn(f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}")
+          for _ in range(count))
+    )  # fmt: skip
+    assert {status for status, _ in replies} == {200}
+    task_ids = sorted(body["result"]["task"]["id"] for _, body in replies)
+    pushes = await gateway.wait_for_pushes(count, timeout=120)
+    await asyncio.sleep(0.5)  # any push sent twice would arrive by now
+    assert len(gateway.pushes) == count
+    assert [push.error for push in pushes] == [None] * count
+    assert sorted(push.json["task"]["id"] for push in pushes) == task_ids
+    assert len({push.claims["jti"] for push in pushes if push.claims}) == count
+    completed = TaskState.TASK_STATE_COMPLETED.value
+    assert rows(postgres_url, "SELECT DISTINCT state FROM tasks") == [(completed,)]
+    assert rows(postgres_url, "SELECT DISTINCT state FROM push_outbox") == [("delivered",)]
+    # Both workers ran turns; the edge ran none.
+    ended = [len(re.findall(r"turn of task \S+ ended", log.read_text())) for log in logs]
+    assert sum(ended) == count
+    assert all(ended), ended
+    assert "ended:" not in (tmp_path / "server.log").read_text()
+
+
+async def started(holds: list[Path], count: int) -> None:
+    """Until `count` of the held turns have started."""
+    async with asyncio.timeout(30):
+        while sum(Path(f"{hold}.started").exists() for hold in holds) < count:
+            await asyncio.sleep(0.02)
+
+
+async def test_a_killed_workers_turns_are_resumed_by_another_without_a_hand(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    """SIGKILL one of two workers in the middle of 20 turns: once its heartbeat is overdue
+    (stalled_after_seconds 2) and a sweep has run (every second), the other resumes them
+    (on_restart = resume); each ends once, with one push."""
+    port = unused_port()
+    edge = engine_config(tmp_path, "edge", port, gateway, postgres_url, runs=False)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    processes.add(await serve(edge, port, KEY))
+    logs = [tmp_path / "worker-a.log", tmp_path / "worker-b.log"]
+    first = processes.add(await start_worker(edge, KEY, logs[0]))
+    holds = [tmp_path / f"hold-{index}" for index in range(20)]
+    replies = await asyncio.gather(
+        *(gateway.send_turn(f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{hold}")
+          for hold in holds)
+    )  # fmt: skip
+    assert {status for status, _ in replies} == {200}
+    await started(holds, 16)  # the first worker runs 16 at a time
+    processes.add(await start_worker(edge, KEY, logs[1]))
+    await started(holds, 20)  # the second one the other 4
+    os.kill(first.pid, signal.SIGKILL)
+    killed_at = asyncio.get_running_loop().time()
+    async with asyncio.timeout(30):  # every one of its turns is taken up again
+        while logs[1].read_text().count("was running on a worker that stopped") < 16:
+            await asyncio.sleep(0.05)
+    taken_after = asyncio.get_running_loop().time() - killed_at
+    await started(holds, 20)
+    for hold in holds:
+        hold.touch()
+    pushes = await gateway.wait_for_pushes(20, timeout=60)
+    await asyncio.sleep(0.5)
+    assert len(gateway.pushes) == 20
+    assert {push.json["task"]["status"]["state"] for push in pushes} == {"TASK_STATE_COMPLETED"}
+    assert len({push.json["task"]["id"] for push in pushes}) == 20
+    assert logs[1].read_text().count("resuming task") == 16
+    print(f"\nthe killed worker's 16 turns were taken up {taken_after:.2f} s after the kill")
+
+
+async def test_pushes_wait_out_a_receiver_that_is_down_and_are_delivered_once(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    port = unused_port()
+    config = engine_config(tmp_path, "one", port, gateway, postgres_url, runs=True)
+    text = config.read_text().replace("backoff_seconds = 0.05", "backoff_seconds = 0.2")
+    config.write_text(text.replace("backoff_max_seconds = 0.2", "backoff_max_seconds = 0.4"))
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    released = tmp_path / "released"
+    released.touch()
+    gateway.push_failures = 4  # down for the first four attempts
+    processes.add(await serve(config, port, KEY))
+    status, body = await gateway.send_turn(
+        f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}"
+    )
+    assert status == 200
+    [push] = await gateway.wait_for_pushes(1, timeout=30)
+    assert [p.status for p in gateway.pushes] == [503, 503, 503, 503, 200]
+    assert len({p.claims["jti"] for p in gateway.pushes if p.claims}) == 1  # one push, retried
+    outbox = rows(postgres_url, "SELECT state, attempts FROM push_outbox")
+    assert outbox == [("delivered", 5)]
+    assert push.json["task"]["id"] == body["result"]["task"]["id"]
+
+
+async def test_a_duplicate_at_another_edge_makes_no_second_job_and_a_cancel_there_stops_the_turn(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    ports = unused_port(), unused_port()
+    edges = [
+        engine_config(tmp_path, f"edge-{index}", port, gateway, postgres_url, runs=False)
+        for index, port in enumerate(ports)
+    ]
+    for edge, port in zip(edges, ports, strict=True):
+        processes.add(await serve(edge, port, KEY))
+    gateway.agent_jwks_url = f"http://127.0.0.1:{ports[0]}/.well-known/jwks.json"
+    processes.add(await start_worker(edges[0], KEY, tmp_path / "worker.log"))
+    hold = tmp_path / "hold"
+    first, second = await asyncio.gather(
+        *(gateway.send_turn(f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{hold}",
+                            message_id="same-message")
+          for port in ports)
+    )  # fmt: skip
+    task_id = first[1]["result"]["task"]["id"]
+    assert second[1]["result"]["task"]["id"] == task_id
+    await wait_for(Path(f"{hold}.started"))
+    assert rows(postgres_url, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    jobs = rows(postgres_url, "SELECT COUNT(*) FROM procrastinate_jobs WHERE task_name ="
+                " 'looping.run_turn'")  # fmt: skip
+    assert jobs == [(1,)]
+
+    status, body = await gateway.call(
+        f"http://127.0.0.1:{ports[1]}/a2a", "CancelTask", {"tenant": "bob", "id": task_id},
+        tenant="bob",
+    )  # fmt: skip
+    assert status == 200
+    assert body["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    canceled_at = asyncio.get_running_loop().time()
+    await wait_for(Path(f"{hold}.cancelled"))
+    stopped_after = asyncio.get_running_loop().time() - canceled_at
+    assert stopped_after < 1.0  # told at once, not found by a poll
+    [push] = await gateway.wait_for_pushes(1)
+    assert push.json["task"]["status"]["state"] == "TASK_STATE_CANCELED"
+    hold.touch()
+    await asyncio.sleep(0.5)
+    assert len(gateway.pushes) == 1  # the stopped turn wrote nothing more
+    print(f"\nthe turn stopped {stopped_after * 1000:.0f} ms after the cancel")
