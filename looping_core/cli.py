@@ -317,6 +317,11 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
     """Take over the unfinished turns and pending pushes of node GONE, a machine that will not
     come back, for this config's node."""
     config = load_config(resolve_config_path(config_path))
+    if config.uses_job_engine():
+        raise LoopingError(
+            "with the job engine ([runner] engine, on PostgreSQL) turns and pushes belong to no "
+            "node: a dead machine's jobs are taken up by the other workers by themselves"
+        )
     node = server.node_of(config)
     if gone == node:
         raise LoopingError(

@@ -5,7 +5,7 @@
 - `PushDeliverer`: sends the outbox's pushes (its own loop, or one job at a time);
 - `JobEngine`, `EngineHooks`: turns and pushes as procrastinate jobs on PostgreSQL (imported on
   first use: procrastinate comes with the `postgres` extra); `apply_engine_schema` and
-  `engine_schema` manage its tables.
+  `engine_schema` manage its tables, `queue_orphans` gives rows from before it their jobs.
 """
 
 from typing import Any
@@ -22,6 +22,7 @@ __all__ = [
     "PushDeliverer",
     "apply_engine_schema",
     "engine_schema",
+    "queue_orphans",
 ]
 
 _LAZY = {
@@ -31,6 +32,7 @@ _LAZY = {
     "EngineSchema": ("looping_core.runner._engine_schema", "EngineSchema"),
     "apply_engine_schema": ("looping_core.runner._engine_schema", "apply_engine_schema"),
     "engine_schema": ("looping_core.runner._engine_schema", "engine_schema"),
+    "queue_orphans": ("looping_core.runner._engine", "queue_orphans"),
 }
 
 

@@ -33,6 +33,7 @@ from procrastinate import jobs as engine_jobs
 from procrastinate.manager import JobManager
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
+from looping_core.a2a import TaskState
 from looping_core.config import RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._embedded import EmbeddedRunner
@@ -45,6 +46,7 @@ __all__ = [
     "EngineHooks",
     "JobEngine",
     "RetryLater",
+    "queue_orphans",
 ]
 
 _log = logging.getLogger("looping_core.runner")
@@ -59,7 +61,8 @@ QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
 FETCH_SECONDS = 1.0
 OTHER_JOB_SLOTS = 8
 """Push deliveries (and sweeps) a process runs at once, beside its turns."""
-SHUTDOWN_GRACE_SECONDS = 10.0
+SHUTDOWN_GRACE_SECONDS = 2.0
+_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
 """A stopping worker waits this long for its running jobs, then stops them: their turns run
 again elsewhere (per `on_restart`), their pushes are tried again."""
 
@@ -108,6 +111,39 @@ class EngineHooks:
         self._jobs.batch_defer_jobs([job], connection=connection)
 
 
+def queue_orphans(connection: Any) -> tuple[int, int]:
+    """Defer a job for every unfinished turn and pending push that has none: rows written by
+    the embedded runner before the engine (a node's, a worker slot's), or by a release before
+    it. Runs at every start (`connection`: a psycopg connection, not in a transaction); jobs
+    that exist are left alone. Returns how many turns and pushes were queued."""
+    unfinished = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
+    hooks = EngineHooks()
+    with connection.transaction():
+        turns = connection.execute(
+            "SELECT t.id FROM tasks t WHERE t.state IN (%s, %s) AND NOT EXISTS"
+            " (SELECT 1 FROM procrastinate_jobs j WHERE j.lock = t.id"
+            " AND j.status IN ('todo', 'doing'))",
+            unfinished,
+        ).fetchall()
+        pushes = connection.execute(
+            "SELECT o.id FROM push_outbox o WHERE o.state = 'pending' AND NOT EXISTS"
+            " (SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = %s"
+            " AND j.args ->> 'outbox_id' = o.id::text AND j.status IN ('todo', 'doing'))",
+            (PUSH_TASK,),
+        ).fetchall()
+        for (task_id,) in turns:
+            with contextlib.suppress(JobAlreadyQueued):
+                hooks.turn_queued(connection, task_id)
+        for (outbox_id,) in pushes:
+            hooks.push_queued(connection, outbox_id)
+    if turns or pushes:
+        _log.info(
+            "queued %d unfinished turn(s) and %d pending push(es) that had no job",
+            len(turns), len(pushes),
+        )  # fmt: skip
+    return len(turns), len(pushes)
+
+
 class JobEngine:
     """A procrastinate app whose tasks run turns and pushes, and (`start`) a worker running them
     in this process."""
@@ -126,6 +162,8 @@ class JobEngine:
         self._config = config
         self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
         self._workers: list[asyncio.Task[None]] = []
+        self._down: set[str] = set()
+        """Workers waiting to be started again after a failure."""
         self._register_tasks()
 
     def _register_tasks(self) -> None:
@@ -181,10 +219,34 @@ class JobEngine:
                 )
 
     async def _work(self, queues: list[str], concurrency: int) -> None:
+        """Run a procrastinate worker; one that fails (the store went away) is started again,
+        after a growing pause, until `stop`. Meanwhile `running` is false (readiness)."""
+        name = f"looping-{'+'.join(q.removeprefix('looping-') for q in queues)}"
+        delay = _RETRY_FIRST
+        while True:
+            began = asyncio.get_running_loop().time()
+            try:
+                await self._run_worker(name, queues, concurrency)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if asyncio.get_running_loop().time() - began > _RETRY_MAX:
+                    delay = _RETRY_FIRST  # it had been working: start over quickly
+                _log.warning("job worker %s stopped (%s); starting it again in %g s",
+                             name, exc, delay)  # fmt: skip
+            self._down.add(name)
+            try:
+                await asyncio.sleep(delay)
+            finally:
+                self._down.discard(name)
+            delay = min(delay * 2, _RETRY_MAX)
+
+    async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
         await self.app.run_worker_async(
             queues=queues,
             concurrency=concurrency,
-            name=f"looping-{'+'.join(q.removeprefix('looping-') for q in queues)}",
+            name=name,
             wait=True,
             install_signal_handlers=False,
             listen_notify=True,
@@ -199,8 +261,8 @@ class JobEngine:
 
     @property
     def running(self) -> bool:
-        """Whether every worker `start` started still runs (true when none was asked for)."""
-        return not any(worker.done() for worker in self._workers)
+        """Whether every worker `start` started runs (true when none was asked for)."""
+        return not self._down and not any(worker.done() for worker in self._workers)
 
     async def wait(self) -> None:
         """Until a worker stops (it failed, or `stop`)."""

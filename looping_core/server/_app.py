@@ -371,8 +371,13 @@ def _prepare(
     upgrade(database.peewee)
     ensure_plugin_stores(database.peewee, stores)
     if engine:
-        from looping_core.runner import apply_engine_schema  # noqa: PLC0415 - postgres extra
+        from looping_core.runner import (  # noqa: PLC0415 - postgres extra
+            apply_engine_schema,
+            queue_orphans,
+        )
 
-        apply_engine_schema(database.peewee.connection())  # type: ignore[no-untyped-call]
+        connection = database.peewee.connection()  # type: ignore[no-untyped-call]
+        apply_engine_schema(connection)
+        queue_orphans(connection)
     else:
         adopt_orphans(database, node, workers)

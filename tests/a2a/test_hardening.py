@@ -232,11 +232,18 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
     again, runner = await start_agent([gateway.origin], store_url=store_url, extra=FAST_PUSH)
     gateway.agent_jwks_url = again.base_url + "/.well-known/jwks.json"
     try:
-        # It started (recovery failed the task although its push config is bad) ...
-        _status, body = await gateway.call(
-            again.endpoint, "GetTask", {"tenant": "bob", "id": task_id}, tenant="bob"
-        )
-        assert body["result"]["status"]["state"] == "TASK_STATE_FAILED"
+        # It started, and recovery failed the task although its push config is bad (at once
+        # on SQLite; on PostgreSQL as soon as a job worker takes the turn's job up again) ...
+        state = None
+        for _ in range(250):
+            _status, body = await gateway.call(
+                again.endpoint, "GetTask", {"tenant": "bob", "id": task_id}, tenant="bob"
+            )
+            state = body["result"]["status"]["state"]
+            if state != "TASK_STATE_WORKING":
+                break
+            await asyncio.sleep(0.02)
+        assert state == "TASK_STATE_FAILED"
         # ... and a normal turn's push goes out despite the 33 undeliverable ones.
         await gateway.send_turn(again.endpoint, tenant="alice", text="normal")
         [push] = await gateway.wait_for_pushes(1, timeout=5)

@@ -651,12 +651,16 @@ async def test_deliveries_stop_after_max_attempts(gateway: FakeGateway) -> None:
 async def test_a_turn_whose_task_another_process_ended_is_stopped(
     agent: RunningAgent, gateway: FakeGateway, tmp_path: Path
 ) -> None:
-    """Another server worker took the CancelTask: only the store says so, and the runner running
-    the turn notices within its poll interval and stops it."""
+    """Another server worker took the CancelTask: it ended the task in the store, and (with the
+    job engine, on PostgreSQL) aborted the turn's job. The runner running the turn notices
+    within its poll interval (embedded), or is told at once (the engine), and stops it."""
     held = tmp_path / "held"
     task = await send(agent, gateway, f"file:{held}", tenant="bob")
     await wait_for(Path(f"{held}.started"))
-    assert await agent.app[SERVICES].store.transition(task["id"], TaskState.TASK_STATE_CANCELED)
+    services = agent.app[SERVICES]
+    assert await services.store.transition(task["id"], TaskState.TASK_STATE_CANCELED)
+    if services.runtime is not None and services.runtime.jobs is not None:
+        await services.runtime.jobs.abort_turn(task["id"])
     await wait_for(Path(f"{held}.cancelled"))
     assert (await call(agent, gateway, "GetTask", {"id": task["id"]}, "bob"))["result"]["status"][
         "state"
