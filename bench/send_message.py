@@ -1,7 +1,8 @@
 """Load benchmark: authenticated SendMessage against looping-core vs the official SDK's server.
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
-                                 [--push] [--metrics] [--python-load]
+                                 [--push] [--metrics] [--store sqlite|postgres]
+                                 [--python-load]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -20,12 +21,16 @@ Both servers get the same request: `returnImmediately: true` and no push config 
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
 is also signed and pushed to a receiver in this process: more work on our side only.
 `--metrics` makes looping-core record its Prometheus metrics (`[observability] metrics_port`).
+`--store postgres` runs looping-core on a throwaway PostgreSQL server on this machine (sharing
+its CPUs), where every turn is a job of the job engine that the server processes also run;
+bench/jobs.py measures the engine's completed turns/s and recovery on their own.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +48,8 @@ import aiohttp
 from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
+
+from throwaway_postgres import throwaway_postgres  # bench/ is on the path
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -199,6 +206,23 @@ async def run_levels(
 async def bench_looping(
     gateway: FakeGateway, workers: int, args: argparse.Namespace, load: Load, folder: Path
 ) -> dict[int, float]:
+    with contextlib.ExitStack() as stack:
+        if args.store == "postgres":
+            store = stack.enter_context(throwaway_postgres())
+        else:
+            store = f"sqlite:///{folder / f'workers-{workers}' / 'looping.db'}"
+        return await _bench_looping(gateway, workers, args, load, folder, store=store)
+
+
+async def _bench_looping(
+    gateway: FakeGateway,
+    workers: int,
+    args: argparse.Namespace,
+    load: Load,
+    folder: Path,
+    *,
+    store: str,
+) -> dict[int, float]:
     port = unused_port()
     folder = folder / f"workers-{workers}"
     folder.mkdir()
@@ -210,7 +234,7 @@ async def bench_looping(
         .replace("port = 8080", f"port = {port}")
         .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
-        .replace("sqlite:///looping.db", f"sqlite:///{folder / 'looping.db'}")
+        .replace("sqlite:///looping.db", store)
         + "\n[runner]\nconcurrency = 64\n"
         + (f"\n[observability]\nmetrics_port = {unused_port()}\n" if args.metrics else "")
     )  # fmt: skip
@@ -291,6 +315,13 @@ async def main() -> None:
         "--metrics", action="store_true", help="looping-core records Prometheus metrics"
     )
     parser.add_argument(
+        "--store",
+        choices=["sqlite", "postgres"],
+        default="sqlite",
+        help="looping-core's store: SQLite (embedded runner), or a throwaway PostgreSQL server"
+        " on this machine (the job engine; every server process also runs jobs)",
+    )
+    parser.add_argument(
         "--event-loop",
         choices=["auto", "uvloop", "asyncio"],
         default="auto",
@@ -304,6 +335,7 @@ async def main() -> None:
     driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
     push = "a push config (looping-core)" if args.push else "no push config"
     push += ", metrics recorded" if args.metrics else ""
+    push += f", store: {args.store}"
     print(
         f"{os.cpu_count()} CPUs; load: {driver}; {args.seconds} s per level, {args.rounds} rounds;"
         f" SendMessage, returnImmediately, {push}",

@@ -34,9 +34,10 @@ from pathlib import Path
 
 import aiohttp
 from aiohttp.test_utils import unused_port
-from send_message import cpu_seconds  # bench/ is on the path when run as bench/streams.py
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
+
+from send_message import cpu_seconds  # bench/ is on the path when run as bench/streams.py
 
 HERE = Path(__file__).parent
 TENANT = "emitter"

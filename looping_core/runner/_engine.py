@@ -62,7 +62,7 @@ FETCH_SECONDS = 1.0
 OTHER_JOB_SLOTS = 8
 """Push deliveries (and sweeps) a process runs at once, beside its turns."""
 SHUTDOWN_GRACE_SECONDS = 2.0
-_RETRY_FIRST, _RETRY_MAX = 0.5, 30.0
+_RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
 """A stopping worker waits this long for its running jobs, then stops them: their turns run
 again elsewhere (per `on_restart`), their pushes are tried again."""
 
@@ -164,6 +164,7 @@ class JobEngine:
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
         """Workers waiting to be started again after a failure."""
+        self._stopping = False
         self._register_tasks()
 
     def _register_tasks(self) -> None:
@@ -223,7 +224,7 @@ class JobEngine:
         after a growing pause, until `stop`. Meanwhile `running` is false (readiness)."""
         name = f"looping-{'+'.join(q.removeprefix('looping-') for q in queues)}"
         delay = _RETRY_FIRST
-        while True:
+        while not self._stopping:
             began = asyncio.get_running_loop().time()
             try:
                 await self._run_worker(name, queues, concurrency)
@@ -231,6 +232,10 @@ class JobEngine:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self._stopping:
+                    # Stopping it failed (the store is gone, say), which swallowed the cancel.
+                    _log.warning("job worker %s stopped uncleanly: %s", name, exc)
+                    return
                 if asyncio.get_running_loop().time() - began > _RETRY_MAX:
                     delay = _RETRY_FIRST  # it had been working: start over quickly
                 _log.warning("job worker %s stopped (%s); starting it again in %g s",
@@ -270,6 +275,7 @@ class JobEngine:
             await asyncio.wait(self._workers, return_when=asyncio.FIRST_COMPLETED)
 
     async def stop(self) -> None:
+        self._stopping = True
         workers, self._workers = self._workers, []
         for worker in workers:
             worker.cancel()  # a graceful stop: running jobs get SHUTDOWN_GRACE_SECONDS

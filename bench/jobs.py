@@ -1,0 +1,246 @@
+"""Job engine benchmark (PostgreSQL): completed turns/s by worker processes, and how long a
+killed worker's turns take to run again.
+
+    python bench/jobs.py [--turns 2000] [--workers 1,2,4] [--concurrency 32] [--rounds 1]
+
+Starts a throwaway PostgreSQL server on this machine, one `looping serve` that only accepts
+turns (`[runner] serve_runs_jobs = false`), and `looping worker` processes that run them. For
+each worker count it sends `--turns` SendMessage calls (the example WordCountAgent, with a push
+config: every turn is a turn job and a push job), `--concurrency` at a time from this process,
+and reports:
+
+- accepted turns/s: the calls answered, over the time they took;
+- completed turns/s: the turns completed, from the first call to the last turn's end, read from
+  the store;
+- pushes delivered/s the same way.
+
+Then the recovery: two workers, 20 turns of an agent that sleeps 60 s, one worker SIGKILLed once
+its turns run; it reports the seconds from the kill until the other worker has taken every one
+of them up (`heartbeat_seconds = 1`, `stalled_after_seconds = 3`, `sweep_seconds = 1`).
+
+Everything, PostgreSQL included, shares this machine's CPUs. Numbers only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+import psycopg
+from aiohttp.test_utils import unused_port
+
+from looping_core.a2a import TaskState
+from looping_core.testing import FakeGateway, ed25519_private_jwk
+
+from throwaway_postgres import throwaway_postgres
+
+HERE = Path(__file__).parent
+ROOT = HERE.parent
+LOOPING = str(Path(sys.executable).with_name("looping"))
+ENGINE = """
+[runner]
+concurrency = {concurrency}
+on_restart = "resume"
+serve_runs_jobs = false
+heartbeat_seconds = 1
+stalled_after_seconds = 3
+sweep_seconds = 1
+"""
+SLEEPER = """
+[tenants.sleeper]
+agent = "jobs_agent:SleepAgent"
+allow_configless = true
+[tenants.sleeper.card]
+name = "Sleeper"
+description = "Sleeps."
+skills = [{ id = "s", name = "Sleep", description = "Sleeps.", tags = ["sleep"] }]
+"""
+
+
+def write_config(folder: Path, port: int, gateway: FakeGateway, store: str, slots: int) -> Path:
+    config = folder / "looping.toml"
+    config.write_text(
+        (ROOT / "examples" / "looping.toml").read_text()
+        .replace("[server]\n", "[server]\naccess_log = false\n")
+        .replace("port = 8080", f"port = {port}")
+        .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
+        .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
+        .replace("sqlite:///looping.db", store)
+        + ENGINE.format(concurrency=slots)
+        + SLEEPER
+    )  # fmt: skip
+    return config
+
+
+def start(command: str, config: Path, log: Path, *arguments: str) -> subprocess.Popen[bytes]:
+    environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
+    environment["PYTHONPATH"] = str(HERE)
+    with log.open("ab") as output:
+        return subprocess.Popen(
+            [LOOPING, command, "--config", str(config), *arguments],
+            env=environment, stdout=output, stderr=output,
+        )  # fmt: skip
+
+
+async def until_logged(log: Path, text: str, process: subprocess.Popen[bytes]) -> None:
+    for _ in range(1200):
+        if process.poll() is not None:
+            raise SystemExit(f"{log.name} exited:\n{log.read_text()[-2000:]}")
+        if log.exists() and text in log.read_text():
+            return
+        await asyncio.sleep(0.05)
+    raise SystemExit(f"{log.name}: {text!r} never appeared")
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.wait(timeout=60)
+
+
+def count(store: str, query: str) -> int:
+    with psycopg.connect(store) as connection:
+        return int(connection.execute(query).fetchone()[0])  # type: ignore[index]
+
+
+async def send_all(
+    gateway: FakeGateway, endpoint: str, tenant: str, texts: list[str], concurrency: int
+) -> float:
+    """Send every turn, `concurrency` at a time; returns the seconds it took."""
+    tokens = [gateway.token(tenant=tenant, aud=endpoint, lifetime=900) for _ in texts]
+    queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+    for token, text in zip(tokens, texts, strict=True):
+        queue.put_nowait((token, text))
+    push = gateway.push_config()
+
+    async def client(session: aiohttp.ClientSession) -> None:
+        while not queue.empty():
+            token, text = queue.get_nowait()
+            message = {
+                "messageId": uuid.uuid4().hex,
+                "role": "ROLE_USER",
+                "parts": [{"text": text}],
+            }
+            body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+                "tenant": tenant, "message": message,
+                "configuration": {"returnImmediately": True, "taskPushNotificationConfig": push},
+            }}  # fmt: skip
+            headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+            async with session.post(endpoint, json=body, headers=headers) as response:
+                if response.status != 200 or "result" not in await response.json():
+                    raise SystemExit(f"a call failed: {response.status}")
+
+    began = time.perf_counter()
+    connector = aiohttp.TCPConnector(limit=concurrency)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        await asyncio.gather(*(client(session) for _ in range(concurrency)))
+    return time.perf_counter() - began
+
+
+async def throughput(args: argparse.Namespace, workers: int) -> tuple[float, float, float]:
+    with tempfile.TemporaryDirectory(prefix="looping-bench-jobs-") as name, \
+            throwaway_postgres() as store:  # fmt: skip
+        folder = Path(name)
+        async with FakeGateway() as gateway:
+            gateway.verify_pushes = False  # the load side must not spend CPU on verifying
+            port = unused_port()
+            config = write_config(folder, port, gateway, store, 16)
+            processes = [start("serve", config, folder / "edge.log")]
+            try:
+                await until_logged(folder / "edge.log", "serving http", processes[0])
+                for index in range(workers):
+                    log = folder / f"worker-{index}.log"
+                    processes.append(start("worker", config, log))
+                    await until_logged(log, "worker running jobs", processes[-1])
+                endpoint = f"http://127.0.0.1:{port}/a2a"
+                began = time.perf_counter()
+                texts = ["one two three"] * args.turns
+                sent = await send_all(gateway, endpoint, "words", texts, args.concurrency)
+                completed = TaskState.TASK_STATE_COMPLETED.value
+                done_query = f"SELECT COUNT(*) FROM tasks WHERE state = {completed}"
+                while count(store, done_query) < args.turns:
+                    await asyncio.sleep(0.05)
+                turns_done = time.perf_counter() - began
+                await gateway.wait_for_pushes(args.turns, timeout=600)
+                pushes_done = time.perf_counter() - began
+            finally:
+                stop(processes)
+    return args.turns / sent, args.turns / turns_done, args.turns / pushes_done
+
+
+async def recovery() -> float:
+    with tempfile.TemporaryDirectory(prefix="looping-bench-jobs-") as name, \
+            throwaway_postgres() as store:  # fmt: skip
+        folder = Path(name)
+        async with FakeGateway() as gateway:
+            port = unused_port()
+            config = write_config(folder, port, gateway, store, 16)
+            processes = [start("serve", config, folder / "edge.log")]
+            try:
+                await until_logged(folder / "edge.log", "serving http", processes[0])
+                logs = [folder / "worker-0.log", folder / "worker-1.log"]
+                processes.append(start("worker", config, logs[0]))
+                await until_logged(logs[0], "worker running jobs", processes[-1])
+                endpoint = f"http://127.0.0.1:{port}/a2a"
+                await send_all(gateway, endpoint, "sleeper", ["sleep:60"] * 16, 16)
+                running = "SELECT COUNT(*) FROM tasks WHERE state = 2"  # WORKING
+                while count(store, running) < 16:
+                    await asyncio.sleep(0.05)
+                processes.append(start("worker", config, logs[1]))
+                await until_logged(logs[1], "worker running jobs", processes[-1])
+                processes[1].send_signal(signal.SIGKILL)
+                killed = time.perf_counter()
+                while len(re.findall("resuming task", logs[1].read_text())) < 16:
+                    await asyncio.sleep(0.02)
+                return time.perf_counter() - killed
+            finally:
+                stop(processes)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--workers", default="1,2,4", help="worker process counts")
+    parser.add_argument("--concurrency", type=int, default=32, help="calls at once")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    counts = [int(item) for item in args.workers.split(",")]
+    print(f"{os.cpu_count()} CPUs; {args.turns} turns per run, {args.concurrency} calls at once;"
+          " one edge, PostgreSQL on this machine", flush=True)  # fmt: skip
+    results: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+    for _ in range(args.rounds):
+        for workers in counts:
+            accepted, completed, pushed = await throughput(args, workers)
+            results[workers].append((accepted, completed, pushed))
+            print(f"{workers} worker(s): accepted {accepted:6.0f}/s   completed {completed:6.0f}/s"
+                  f"   pushed {pushed:6.0f}/s", flush=True)  # fmt: skip
+    if args.rounds > 1:
+        for workers, runs in results.items():
+            medians = [statistics.median(run[i] for run in runs) for i in range(3)]
+            print(
+                f"median, {workers} worker(s): accepted {medians[0]:.0f}/s, completed"
+                f" {medians[1]:.0f}/s, pushed {medians[2]:.0f}/s"
+            )
+    seconds = await recovery()
+    print(
+        f"recovery: a killed worker's 16 turns were taken up by the other {seconds:.2f} s after"
+        " the SIGKILL (stalled_after_seconds 3, sweep_seconds 1)"
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
