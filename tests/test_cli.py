@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -440,3 +441,47 @@ def test_check_and_serve_name_the_extra_that_metrics_and_traces_need(
     assert "metrics_port needs prometheus-client" in served.stderr
     assert "traces_endpoint needs the OpenTelemetry SDK" in served.stderr
     assert not (tmp_path / "looping.db").exists()  # refused before the store was opened
+
+
+def test_the_job_engine_tables_are_applied_by_upgrade_shown_by_status_and_required_by_worker(
+    looping_cli: Cli, tmp_path: Path, postgres_url: str
+) -> None:
+    path = write(tmp_path / "pg.toml", f'[store]\nurl = "{postgres_url}"\n' + TENANT)
+    refused = looping_cli("worker", "--config", path, env=KEY)
+    assert refused.returncode == 1
+    assert refused.stderr == (
+        "the store is not up to date (core migrations or the job engine's tables); run "
+        "`looping db upgrade` (or start `looping serve`) first: a worker never migrates\n"
+    )
+    before = looping_cli("db", "status", "--config", path)
+    assert "  pending  jobs schema (procrastinate)\n" in before.stdout
+    upgraded = looping_cli("db", "upgrade", "--config", path)
+    assert "applied jobs schema (procrastinate)\nup to date\n" in upgraded.stdout
+    after = looping_cli("db", "status", "--config", path)
+    assert re.search(
+        r"\n  jobs     \d\d\.\d\d\.\d\d_\w+ \(procrastinate\)\nup to date\n$", after.stdout
+    )
+    again = looping_cli("db", "upgrade", "--config", path)
+    assert again.stdout == "up to date\n"  # nothing to apply twice
+
+
+def test_looping_worker_says_when_there_is_no_job_engine(looping_cli: Cli, tmp_path: Path) -> None:
+    path = write(
+        tmp_path / "lite.toml", f'[store]\nurl = "sqlite:///{tmp_path / "s.db"}"\n' + TENANT
+    )
+    result = looping_cli("worker", "--config", path, env=KEY)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "looping worker runs the job engine's jobs, and this config has none: its store is "
+        "SQLite (or [runner] engine is embedded), where `looping serve` runs every turn\n"
+    )
+    assert not (tmp_path / "s.db").exists()
+
+
+def test_db_adopt_has_nothing_to_do_with_the_job_engine(
+    looping_cli: Cli, tmp_path: Path, postgres_url: str
+) -> None:
+    path = write(tmp_path / "pg.toml", f'[store]\nurl = "{postgres_url}"\n')
+    result = looping_cli("db", "adopt", "gone", "--config", path)
+    assert result.returncode == 1
+    assert "a dead machine's jobs are taken up by the other workers by themselves" in result.stderr
