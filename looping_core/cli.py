@@ -63,6 +63,14 @@ _config_option = click.option(
 )
 
 
+_log_level_option = click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS),
+    default=None,
+    help="debug, info, warning or error (default: [observability] log_level).",
+)
+
+
 def _clean_errors(command: Callable[_P, _R]) -> Callable[_P, _R]:
     """Print a `LoopingError` as its message and exit 1, instead of a traceback."""
 
@@ -182,12 +190,7 @@ def keys(kid: str | None, quiet: bool) -> None:
     default=None,
     help="Listen here instead of [server] port.",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS),
-    default=None,
-    help="debug, info, warning or error (default: [observability] log_level).",
-)
+@_log_level_option
 @_clean_errors
 def serve(
     config_path: Path | None,
@@ -227,12 +230,7 @@ def serve(
     help="Comma-separated job queues to take (default: all: looping-turns, looping-pushes, "
     "looping-sweeps).",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS),
-    default=None,
-    help="debug, info, warning or error (default: [observability] log_level).",
-)
+@_log_level_option
 @_clean_errors
 def worker(
     config_path: Path | None, concurrency: int | None, queues: str | None, log_level: str | None

@@ -463,6 +463,11 @@ def test_the_job_engine_tables_are_applied_by_upgrade_shown_by_status_and_requir
     )
     again = looping_cli("db", "upgrade", "--config", path)
     assert again.stdout == "up to date\n"  # nothing to apply twice
+    unknown = looping_cli("worker", "--config", path, "--queues", "looping-turns,mail", env=KEY)
+    assert unknown.returncode == 1
+    assert unknown.stderr == (
+        "no job queue named mail; the queues are looping-turns, looping-pushes, looping-sweeps\n"
+    )
 
 
 def test_looping_worker_says_when_there_is_no_job_engine(looping_cli: Cli, tmp_path: Path) -> None:

@@ -46,6 +46,13 @@ def run_worker(
             "looping worker runs the job engine's jobs, and this config has none: its store is "
             "SQLite (or [runner] engine is embedded), where `looping serve` runs every turn"
         )
+    from looping_core.runner import JOB_QUEUES  # noqa: PLC0415 - postgres extra
+
+    unknown = sorted(set(queues or ()) - set(JOB_QUEUES))
+    if unknown:
+        raise ServeError(
+            f"no job queue named {', '.join(unknown)}; the queues are {', '.join(JOB_QUEUES)}"
+        )
     if concurrency is not None:
         config = attrs.evolve(config, runner=attrs.evolve(config.runner, concurrency=concurrency))
     edge = build_edge(config)
