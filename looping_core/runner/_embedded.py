@@ -153,6 +153,19 @@ class EmbeddedRunner:
         await self._run(task_id)
         return not job.cancelling() or await self._store.task_state(task_id) not in _UNSETTLED
 
+    async def fail_lost(self, task_id: str) -> None:
+        """Fail a task whose turn lost its worker too often (job engine), with the restart
+        message and the reason `WORKER_LOST`."""
+        message = _agent_message(
+            (Part(text=self._config.restart_message),), metadata={"reason": "WORKER_LOST"}
+        )
+        await self._store.transition(
+            task_id,
+            TaskState.TASK_STATE_FAILED,
+            allowed_from=list(_UNSETTLED),
+            status_message=message,
+        )
+
     def canceled_message(self, tenant: str) -> Message | None:
         """The status message a canceled task of `tenant` gets: its agent's words, if any."""
         agent = self._agents.get(tenant)

@@ -12,8 +12,9 @@
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
   `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
-  says, exactly as after a local crash. A worker that stops gracefully does the same with its
-  running turns.
+  says, exactly as after a local crash. A turn whose worker died `LOST_WORKER_LIMIT` times is
+  failed instead (`WORKER_LOST`): it may be what kills them. A worker that stops gracefully
+  hands its running turns back the same way.
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
   once (LISTEN/NOTIFY), which cancels it. No one polls for ended tasks.
 """
@@ -60,6 +61,9 @@ SWEEP_QUEUE = "looping-sweeps"
 QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
 FETCH_SECONDS = 1.0
 OTHER_JOB_SLOTS = 8
+LOST_WORKER_LIMIT = 3
+"""A turn whose worker dies this many times is failed, not run again: it may be what kills
+them (a poison turn), and it must not take down every worker in turn."""
 """Push deliveries (and sweeps) a process runs at once, beside its turns."""
 SHUTDOWN_GRACE_SECONDS = 2.0
 _RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
@@ -193,12 +197,29 @@ class JobEngine:
             seconds_since_heartbeat=self._config.stalled_after_seconds
         )
         for job in stalled:
+            if job.task_name == TURN_TASK and job.attempts + 1 >= LOST_WORKER_LIMIT:
+                await self._give_up(job)
+                continue
             _log.warning(
                 "job %s (%s) was running on a worker that stopped; running it again",
                 job.id, job.call_string,
             )  # fmt: skip
             with contextlib.suppress(engine_errors.ConnectorException):
                 await self.app.job_manager.retry_job(job)
+
+    async def _give_up(self, job: engine_jobs.Job) -> None:
+        """A turn whose worker died every time it ran (it may be what kills them): fail its
+        task instead of handing it to the next worker."""
+        task_id = str(job.task_kwargs.get("task_id", ""))
+        _log.error(
+            "the turn of task %s was running on a worker that stopped, %d times; failing it",
+            task_id, job.attempts + 1,
+        )  # fmt: skip
+        await self._runner.fail_lost(task_id)
+        with contextlib.suppress(engine_errors.ConnectorException):
+            await self.app.job_manager.finish_job(
+                job, status=engine_jobs.Status.FAILED, delete_job=False
+            )
 
     async def open(self) -> None:
         await self.app.open_async()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -64,11 +65,13 @@ class EchoAgent(Agent):
 class HoldingAgent(Agent):
     """Holds each turn until the test sets `RELEASE[text]` (or, across processes, until the file
     named by the text exists; `<file>.started` marks the start, `<file>.cancelled` a stop), then
-    completes with an artifact."""
+    completes with an artifact. `die` kills the process running it (a poison turn)."""
 
     async def run(self, turn: TurnInput) -> TurnResult:
         RUNS[turn.task_id] += 1
         text = text_of(turn)
+        if text == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
         if text.startswith("file:"):
             path = Path(text.removeprefix("file:"))
             Path(str(path) + ".started").touch()

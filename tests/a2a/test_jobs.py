@@ -226,3 +226,33 @@ async def test_a_duplicate_at_another_edge_makes_no_second_job_and_a_cancel_ther
     await asyncio.sleep(0.5)
     assert len(gateway.pushes) == 1  # the stopped turn wrote nothing more
     print(f"\nthe turn stopped {stopped_after * 1000:.0f} ms after the cancel")
+
+
+async def test_a_turn_that_kills_every_worker_running_it_is_failed_after_three(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    """A poison turn: each worker that runs it dies. The sweep hands it on twice, then fails its
+    task (reason WORKER_LOST) rather than letting it take down every worker in turn."""
+    port = unused_port()
+    edge = engine_config(tmp_path, "edge", port, gateway, postgres_url, runs=False)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    processes.add(await serve(edge, port, KEY))
+    status, body = await gateway.send_turn(f"http://127.0.0.1:{port}/a2a", tenant="bob", text="die")
+    assert status == 200
+    task_id = body["result"]["task"]["id"]
+    deaths = 0
+    async with asyncio.timeout(60):
+        while True:
+            worker = processes.add(await start_worker(edge, KEY, tmp_path / f"w{deaths}.log"))
+            while worker.poll() is None and not gateway.pushes:
+                await asyncio.sleep(0.05)
+            if worker.poll() is None:
+                break  # it lived: the task was failed instead of run
+            deaths += 1
+    assert deaths == 3
+    [push] = await gateway.wait_for_pushes(1)
+    task = push.json["task"]
+    assert task["id"] == task_id
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert task["status"]["message"]["metadata"] == {"reason": "WORKER_LOST"}
+    assert "stopped, 3 times; failing it" in (tmp_path / "w3.log").read_text()
