@@ -19,7 +19,15 @@ from contextlib import AbstractContextManager
 from types import SimpleNamespace
 from typing import Any
 
-__all__ = ["Span", "available", "inject", "span", "traceparent", "use_tracer_provider"]
+__all__ = [
+    "Span",
+    "available",
+    "inject",
+    "recording",
+    "span",
+    "traceparent",
+    "use_tracer_provider",
+]
 
 Attribute = str | int | float | bool | None
 
@@ -79,6 +87,13 @@ def _otel() -> Any:
 def available() -> bool:
     """Whether the OpenTelemetry API is installed."""
     return _otel() is not None
+
+
+def recording() -> bool:
+    """Whether spans are recorded now (a provider is set): what a hot path asks before it
+    computes attributes."""
+    otel = _otel()
+    return otel is not None and _tracer(otel) is not None
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -156,9 +171,8 @@ def traceparent() -> str | None:
 
 def inject(headers: MutableMapping[str, str]) -> None:
     """Put the current trace context in outgoing `headers`."""
-    otel = _otel()
-    if otel is not None and _tracer(otel) is not None:
-        otel.propagate.inject(headers)
+    if recording():
+        _otel().propagate.inject(headers)
 
 
 def _attributes(attributes: Mapping[str, Attribute]) -> dict[str, str | int | float | bool]:

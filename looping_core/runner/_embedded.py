@@ -96,7 +96,7 @@ class EmbeddedRunner:
         self._plugins = plugins
         self._config = config
         self._slots = asyncio.Semaphore(config.concurrency)
-        self._running: dict[str, asyncio.Task[None]] = {}
+        self._running: dict[str, asyncio.Task[Any]] = {}
         self._settled: dict[str, asyncio.Event] = {}
         self._on_settled = on_settled
         self._watcher: asyncio.Task[None] | None = None
@@ -141,16 +141,18 @@ class EmbeddedRunner:
         """Run the task's pending turn as the job engine's job. A task left WORKING (its worker
         died or stopped) is resumed or failed first, as `on_restart` says. Returns `False` when
         this process's shutdown cut the turn off: the job must run again."""
-        state = await self._store.task_state(task_id)
-        if state is TaskState.TASK_STATE_WORKING:
-            if not await self._recover(task_id):
-                return True
-        elif state is not TaskState.TASK_STATE_SUBMITTED:
-            return True  # ended (canceled before it ran) or waiting for input: nothing to run
         job = asyncio.current_task()
         assert job is not None
         self._running[task_id] = job
-        await self._run(task_id)
+        # The usual case first: a SUBMITTED task begins. Its state is looked up only when it
+        # did not (an interrupted one, or nothing to run).
+        if not await self._run(task_id):
+            if await self._store.task_state(task_id) is not TaskState.TASK_STATE_WORKING:
+                return True  # ended (canceled before it ran) or waiting for input
+            if not await self._recover(task_id):
+                return True
+            self._running[task_id] = job
+            await self._run(task_id)
         return not job.cancelling() or await self._store.task_state(task_id) not in _UNSETTLED
 
     async def fail_lost(self, task_id: str) -> None:
@@ -258,7 +260,9 @@ class EmbeddedRunner:
             job.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)
 
-    async def _run(self, task_id: str) -> None:
+    async def _run(self, task_id: str) -> bool:
+        """Run the task's pending turn; `False` when it was not SUBMITTED (nothing began)."""
+        began = True
         waiting = True
         _metrics.TURNS_WAITING.inc()
         try:
@@ -269,7 +273,7 @@ class EmbeddedRunner:
                 try:
                     # A child of the request that accepted the turn (its context was copied).
                     with _tracing.span("turn", a2a__task_id=task_id):
-                        await self._run_turn(task_id)
+                        began = await self._run_turn(task_id)
                 finally:
                     _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
@@ -294,23 +298,24 @@ class EmbeddedRunner:
             # later must find no running turn (and answer at once), not wait on a fresh event.
             self._forget(task_id, asyncio.current_task())
             self._settle(task_id)
+        return began
 
     def _forget(self, task_id: str, job: asyncio.Future[None] | None) -> None:
         """Drop `job` from the running turns, unless a newer turn of its task took its place."""
         if self._running.get(task_id) is job:
             del self._running[task_id]
 
-    async def _run_turn(self, task_id: str) -> None:
+    async def _run_turn(self, task_id: str) -> bool:
         bind(task_id=task_id)  # this turn's log lines say which task (and, below, whose)
         begun = await self._store.begin_turn(task_id)
         if begun is None:
-            return  # canceled before it started, or already taken
+            return False  # canceled before it started, taken, or interrupted (WORKING)
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message
         bind(tenant=caller.tenant, subject=caller.subject)
         while True:
             following = await self._one_turn(task, caller, turn_message)
             if following is None:
-                return
+                return True
             # A follow-up joined the turn unseen: its output is kept, and the follow-up begins
             # the next turn of the same task.
             task, turn_message = await self._store.get(caller, task_id), following
