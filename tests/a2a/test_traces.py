@@ -264,3 +264,22 @@ async def test_a_served_process_sends_its_spans_to_the_otlp_endpoint(
             for scope in resource_spans.scope_spans:
                 names |= {s.name for s in scope.spans if s.trace_id.hex() == TRACE_ID}
     assert {"a2a SendMessage", "verify gateway token", "store", "turn", "push"} <= names
+
+
+async def test_a_task_id_that_is_no_id_never_reaches_a_span_or_a_log_line(
+    gateway: FakeGateway, spans: InMemorySpanExporter
+) -> None:
+    """A request's task id is said where its lines and spans are about it, once it is a valid
+    id: one with a line break (log injection) or over the length limit is not repeated."""
+    async with serving(gateway) as agent:
+        for task_id in ("no-such-task", "evil\nlevel=error forged", "x" * 5000):
+            status, _ = await gateway.call(
+                agent.endpoint, "GetTask", {"tenant": "bob", "id": task_id}, tenant="bob"
+            )
+            assert status == 200
+    requests = [span for span in spans.get_finished_spans() if span.name == "a2a GetTask"]
+    assert [(span.attributes or {}).get("a2a.task_id") for span in requests] == [
+        "no-such-task",
+        None,
+        None,
+    ]
