@@ -99,6 +99,7 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str = "info", log_format: str = "text") -> None:
     """Log to stderr at `level` (`debug`, `info`, `warning`, `error`) as `text` or `json`."""
     handler = logging.StreamHandler()
+    handler.addFilter(_EngineOutage())
     handler.addFilter(_Context())
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
@@ -113,3 +114,38 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     # more. Its warnings and errors still show, and everything at debug.
     engine = logging.getLogger("procrastinate")
     engine.setLevel(logging.DEBUG if level.lower() == "debug" else logging.WARNING)
+    # The driver's pool logs each failed reconnection during a store outage; the store says
+    # once that it is unavailable, and once that it is back.
+    pool = logging.getLogger("psycopg.pool")
+    pool.setLevel(logging.DEBUG if level.lower() == "debug" else logging.ERROR)
+
+
+class _EngineOutage(logging.Filter):
+    """The job engine's lines about losing the store (its listener or heartbeat failing, "stopping
+    worker", a job whose end it could not record) as one WARNING line without a traceback: the
+    store logs the outage itself, the job worker is started again and the sweep hands such a
+    job back."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        engine = record.name.startswith("procrastinate") or record.name == "asyncio"
+        if error is not None and engine and _lost_store(error):
+            text = " ".join(record.getMessage().split())  # one line
+            record.msg, record.args = f"{text} (the store is unavailable)", None
+            record.exc_info = None
+            record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def _lost_store(error: BaseException) -> bool:
+    """The engine's connector error or psycopg's connection error, or one raised from them."""
+    seen: BaseException | None = error
+    for _ in range(4):
+        if seen is None:
+            return False
+        names = {cls.__name__ for cls in type(seen).__mro__}
+        if names & {"ConnectorException", "OperationalError", "InterfaceError"}:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

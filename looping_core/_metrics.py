@@ -238,6 +238,11 @@ STORE_COMMIT_SECONDS = Histogram(
     "Time to run and commit one store transaction (a batch).",
     buckets=_SECONDS,
 )
+STORE_OUTAGES = Counter(
+    "looping_store_outages",
+    "Times this process found the store out of reach (a restart, a lost connection, SQLite"
+    " busy or disk full) after it had answered.",
+)
 # -- models and tools -------------------------------------------------------------------------
 MODEL_CALLS = Counter(
     "looping_model_calls",

@@ -7,14 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import psycopg
 import pytest
-from aiohttp.test_utils import unused_port
+
+from pg_server import PostgresServer
 
 PLUGIN_DISTS = Path(__file__).parent / "plugin_dists"
 
@@ -102,45 +102,38 @@ def _postgres_bin() -> Path | None:
     return installed[-1].parent if installed else None
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """A PostgreSQL server of our own on 127.0.0.1 (trust auth, fsync off), for this session.
-
-    Yields its admin URL without a database name. Skips when PostgreSQL is not installed,
-    unless LOOPING_TEST_REQUIRE_POSTGRES is set. As root it runs as the `postgres` user.
-    """
+def postgres_binaries() -> Path:
+    """Where pg_ctl is; skips the test without it (fails it with LOOPING_TEST_REQUIRE_POSTGRES)."""
     binaries = _postgres_bin()
     if binaries is None:
         if os.environ.get(REQUIRE_POSTGRES):
             pytest.fail(f"{REQUIRE_POSTGRES} is set but no PostgreSQL (pg_ctl) is installed")
         pytest.skip("PostgreSQL is not installed (pg_ctl not found)")
-    # Not under pytest's temporary folder: as root that one is closed to the `postgres` user.
-    folder = Path(tempfile.mkdtemp(prefix="looping-postgres-"))
-    data, sockets = folder / "data", folder / "sockets"
-    sockets.mkdir()
-    prefix: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        shutil.chown(folder, "postgres")
-        shutil.chown(sockets, "postgres")
-        prefix = ["runuser", "-u", "postgres", "--"]
-    port = unused_port()
+    return binaries
 
-    def run(*command: str) -> None:
-        result = subprocess.run(
-            [*prefix, *command], capture_output=True, text=True, check=False, timeout=120
-        )
-        if result.returncode != 0:
-            pytest.fail(f"{command[0]} failed:\n{result.stdout}\n{result.stderr}")
 
-    run(str(binaries / "initdb"), "-D", str(data), "-U", "looping", "--auth=trust", "-E", "UTF8")
-    options = f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c full_page_writes=off"
-    run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
-        "-w", "start")  # fmt: skip
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The session's PostgreSQL server; yields its admin URL without a database name. Skips
+    when PostgreSQL is not installed, unless LOOPING_TEST_REQUIRE_POSTGRES is set. As root it
+    runs as the `postgres` user."""
+    server = PostgresServer(postgres_binaries())
+    server.start()
     try:
-        yield f"postgresql://looping@127.0.0.1:{port}"
+        yield server.url
     finally:
-        run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
-        shutil.rmtree(folder, ignore_errors=True)
+        server.remove()
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for this test alone, running: one it may stop and start again."""
+    server = PostgresServer(postgres_binaries())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.remove()
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ __all__ = [
     "TaskNotCancelable",
     "TaskNotFound",
     "Unauthenticated",
+    "Unavailable",
     "UnsupportedMediaType",
     "UnsupportedOperation",
     "VersionNotSupported",
@@ -126,6 +127,11 @@ class Unauthenticated(RpcError):
     """The gateway token is missing or failed a check (HTTP 401)."""
 
 
+class Unavailable(RpcError):
+    """The server cannot answer for now (its store is out of reach): try again after
+    `Retry-After` seconds (HTTP 503 on both bindings)."""
+
+
 class PayloadTooLarge(RpcError):
     """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
 
@@ -185,6 +191,10 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
     Unauthenticated: ErrorSpec(
         -32000, "UNAUTHENTICATED", "Unauthenticated", http_status=401, domain=LOOPING_DOMAIN,
         rest=(401, "UNAUTHENTICATED"),
+    ),
+    Unavailable: ErrorSpec(
+        -32000, "UNAVAILABLE", "The service is unavailable; try again shortly",
+        http_status=503, domain=LOOPING_DOMAIN, rest=(503, "UNAVAILABLE"),
     ),
     PayloadTooLarge: ErrorSpec(
         -32600, "PAYLOAD_TOO_LARGE", "Request body too large", http_status=413,

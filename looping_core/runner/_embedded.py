@@ -4,6 +4,12 @@ Every state change is a guarded write in the store: a turn starts only if its ta
 SUBMITTED, and ends only if it is still WORKING, so a cancel racing a completion ends in exactly
 one terminal state and each side learns from its own write whether it won. On startup, turns a
 crash left SUBMITTED or WORKING are resumed or failed, as `[runner] on_restart` says.
+
+A store out of reach (`StoreUnavailable`) is no failure of the turn: a turn whose agent has
+answered keeps trying to write its end for `END_WRITE_PATIENCE_SECONDS` (the agent is not run
+again for an outage it outlived); a turn cut off before that is taken up when the store is back
+(the job engine runs its job again; embedded, this runner looks until the store answers) and,
+found WORKING, resumed or failed as `on_restart` says.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ from looping_core.content import (
 from looping_core.content import Message as ContentMessage
 from looping_core.contract import Identity, SessionRef, SubtaskRecord, ToolContext, Turn
 from looping_core.plugins import PluginHost
-from looping_core.store import SessionStore, SubtaskStore, TaskStore
+from looping_core.store import SessionStore, StoreUnavailable, SubtaskStore, TaskStore
 
 __all__ = ["EmbeddedRunner"]
 
@@ -56,6 +62,12 @@ REFUSAL_METADATA = "looping.refusal"
 SUBAGENT_SEPARATOR = "\x1f"
 """Joins a conversation, a task and a scope into a subagent session's context."""
 CANCEL_POLL_SECONDS = 1.0
+END_WRITE_PATIENCE_SECONDS = 60.0
+"""How long a turn whose agent answered keeps trying to write its end while the store is out
+of reach, before the turn is given up here (and taken up again when the store is back)."""
+OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX = 0.2, 1.0
+"""Pauses between tries while the store is out of reach: short, so a restarted store is
+noticed within a second."""
 _ENDINGS = (TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.REJECTED)
 _UNSETTLED = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 
@@ -278,6 +290,12 @@ class EmbeddedRunner:
                     _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
             _log.info("turn of task %s stopped (canceled)", task_id)
+        except StoreUnavailable:
+            # The store logged the outage; the turn is taken up again once it is back.
+            _log.warning("turn of task %s stopped: the store is unavailable", task_id)
+            if self._queued:
+                raise  # its job runs again (`RetryLater`)
+            self._take_up_later(task_id)
         except Exception:
             _log.exception("turn of task %s failed in the runner", task_id)
             _metrics.TURNS.inc(outcome="failed")
@@ -299,6 +317,31 @@ class EmbeddedRunner:
             self._forget(task_id, asyncio.current_task())
             self._settle(task_id)
         return began
+
+    def _take_up_later(self, task_id: str) -> None:
+        """Embedded: run (or, found WORKING, resume or fail) a turn the store's outage cut off,
+        once the store answers again."""
+        if self._open:
+            asyncio.get_running_loop().create_task(
+                self._after_outage(task_id), name=f"looping-retake-{task_id}"
+            )
+
+    async def _after_outage(self, task_id: str) -> None:
+        delay = OUTAGE_RETRY_FIRST
+        while self._open:
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, OUTAGE_RETRY_MAX)
+            if task_id in self._running:
+                return  # taken up already (a duplicate, a follow-up)
+            try:
+                state = await self._store.task_state(task_id)
+                if state is TaskState.TASK_STATE_WORKING and not await self._recover(task_id):
+                    return
+            except StoreUnavailable:
+                continue
+            if state in _UNSETTLED:
+                self.start(task_id)
+            return
 
     def _forget(self, task_id: str, job: asyncio.Future[None] | None) -> None:
         """Drop `job` from the running turns, unless a newer turn of its task took its place."""
@@ -365,8 +408,8 @@ class EmbeddedRunner:
             return await self._finish(task, result, turn_message)
         try:
             result = await agent.run(turn)
-        except asyncio.CancelledError:
-            raise
+        except (asyncio.CancelledError, StoreUnavailable):
+            raise  # not the agent's failure: the turn is taken up again
         except Exception:
             _log.exception("agent of tenant %s failed on task %s", caller.tenant, task_id)
             result = TurnResult(TurnOutcome.FAILED, reason="AGENT_ERROR")
@@ -393,7 +436,8 @@ class EmbeddedRunner:
             )
             for out in result.artifacts
         ]
-        won = await self._store.transition(
+        write = functools.partial(
+            self._store.transition,
             task_id,
             TaskState[result.outcome.value],
             allowed_from=[TaskState.TASK_STATE_WORKING],
@@ -404,6 +448,8 @@ class EmbeddedRunner:
             taken_through=taken_through,
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
         )
+        # Shielded: a worker stopping for the outage must not take the agent's answer with it.
+        won = await asyncio.shield(asyncio.ensure_future(_patiently(write)))
         if won:
             _log_turn_end(task_id, result, self._started.pop(task_id, None))
             return None
@@ -427,6 +473,22 @@ class EmbeddedRunner:
         if event is not None:
             event.set()
         self._on_settled()
+
+
+async def _patiently(write: Callable[[], Any]) -> Any:
+    """`write()`, tried again while the store is out of reach, for `END_WRITE_PATIENCE_SECONDS`.
+    A guarded write is safe to repeat: one whose commit was lost with its connection loses the
+    second time (the task is terminal already)."""
+    deadline = time.monotonic() + END_WRITE_PATIENCE_SECONDS
+    delay = OUTAGE_RETRY_FIRST
+    while True:
+        try:
+            return await write()
+        except StoreUnavailable:
+            if time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, OUTAGE_RETRY_MAX)
 
 
 def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> None:

@@ -17,6 +17,11 @@
   hands its running turns back the same way.
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
   once (LISTEN/NOTIFY), which cancels it. No one polls for ended tasks.
+- **Store outages.** procrastinate stops a worker whose store went away (its listener or
+  heartbeat fails: it returns, or raises). `JobEngine` starts every such worker again, after
+  0.5 s doubling to 10 s, for as long as it runs, and says so in `running` (readiness) meanwhile.
+  A job the outage interrupted raises `RetryLater` when the store answers again; one whose end
+  could not be recorded at all stays `doing` under its dead worker, and the sweep hands it back.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from looping_core.a2a import TaskState
 from looping_core.config import RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._embedded import EmbeddedRunner
-from looping_core.store import JobAlreadyQueued, TaskStore
+from looping_core.store import JobAlreadyQueued, StoreUnavailable, TaskStore
 
 __all__ = [
     "PUSH_QUEUE",
@@ -66,9 +71,19 @@ LOST_WORKER_LIMIT = 3
 them (a poison turn), and it must not take down every worker in turn."""
 """Push deliveries (and sweeps) a process runs at once, beside its turns."""
 SHUTDOWN_GRACE_SECONDS = 2.0
-_RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
 """A stopping worker waits this long for its running jobs, then stops them: their turns run
 again elsewhere (per `on_restart`), their pushes are tried again."""
+_RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
+"""A job worker that stopped is started again after this pause, doubling up to the second."""
+POOL_WAIT_SECONDS = 2.0
+"""How long the engine waits for a connection from its pool before the call fails."""
+OUTAGE_RETRY_SECONDS = 1.0
+"""When a job the store's outage interrupted runs again."""
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class RetryLater(Exception):
@@ -164,7 +179,10 @@ class JobEngine:
         self._runner = runner
         self._deliverer = deliverer
         self._config = config
-        self.app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=url))
+        # A pool that waits for a connection only briefly: a worker stopping because the store
+        # went away must not hang in its shutdown (psycopg's default wait is 30 s).
+        connector = procrastinate.PsycopgConnector(conninfo=url, timeout=POOL_WAIT_SECONDS)
+        self.app = procrastinate.App(connector=connector)
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
         """Workers waiting to be started again after a failure."""
@@ -181,21 +199,31 @@ class JobEngine:
         self.app.periodic(cron=cron)(sweep(self._retry_stalled_jobs))
 
     async def _run_turn(self, task_id: str) -> None:
-        if not await self._runner.run_queued(task_id):
+        try:
+            done = await self._runner.run_queued(task_id)
+        except StoreUnavailable:
+            raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # found WORKING then: on_restart
+        if not done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
 
     async def _deliver_push(self, outbox_id: int) -> None:
-        item = await self._store.pending_push(outbox_id)
-        if item is None:
-            return  # done with already (a job run twice), or its config was deleted
-        again_in = await self._deliverer.deliver(item)
+        try:
+            item = await self._store.pending_push(outbox_id)
+            if item is None:
+                return  # done with already (a job run twice), or its config was deleted
+            again_in = await self._deliverer.deliver(item)
+        except StoreUnavailable:
+            raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same row, the same jti
         if again_in is not None:
             raise RetryLater(again_in)
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
-        stalled = await self.app.job_manager.get_stalled_jobs(
-            seconds_since_heartbeat=self._config.stalled_after_seconds
-        )
+        try:
+            stalled = await self.app.job_manager.get_stalled_jobs(
+                seconds_since_heartbeat=self._config.stalled_after_seconds
+            )
+        except engine_errors.ConnectorException:
+            return  # the store is out of reach (said once already): the next sweep looks
         for job in stalled:
             if job.task_name == TURN_TASK and job.attempts + 1 >= LOST_WORKER_LIMIT:
                 await self._give_up(job)
@@ -249,7 +277,7 @@ class JobEngine:
             began = asyncio.get_running_loop().time()
             try:
                 await self._run_worker(name, queues, concurrency)
-                return
+                why = "its connection to the store was lost"  # procrastinate returns then
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -257,10 +285,12 @@ class JobEngine:
                     # Stopping it failed (the store is gone, say), which swallowed the cancel.
                     _log.warning("job worker %s stopped uncleanly: %s", name, exc)
                     return
-                if asyncio.get_running_loop().time() - began > _RETRY_MAX:
-                    delay = _RETRY_FIRST  # it had been working: start over quickly
-                _log.warning("job worker %s stopped (%s); starting it again in %g s",
-                             name, exc, delay)  # fmt: skip
+                why = _one_line(exc)
+            if self._stopping:
+                return
+            if asyncio.get_running_loop().time() - began > _RETRY_MAX:
+                delay = _RETRY_FIRST  # it had been working: start over quickly
+            _log.warning("job worker %s stopped (%s); starting it again in %g s", name, why, delay)
             self._down.add(name)
             try:
                 await asyncio.sleep(delay)
@@ -287,11 +317,12 @@ class JobEngine:
 
     @property
     def running(self) -> bool:
-        """Whether every worker `start` started runs (true when none was asked for)."""
+        """Whether every worker `start` started runs (true when none was asked for): false
+        while one waits to be started again after the store's outage stopped it."""
         return not self._down and not any(worker.done() for worker in self._workers)
 
     async def wait(self) -> None:
-        """Until a worker stops (it failed, or `stop`)."""
+        """Until a worker ends for good: only `stop`, or a bug (an outage never ends one)."""
         if self._workers:
             await asyncio.wait(self._workers, return_when=asyncio.FIRST_COMPLETED)
 

@@ -40,6 +40,7 @@ from looping_core.a2a._errors import (
     TaskNotCancelable,
     TaskNotFound,
     Unauthenticated,
+    Unavailable,
     UnsupportedMediaType,
     UnsupportedOperation,
     VersionNotSupported,
@@ -80,6 +81,7 @@ __all__ = [
     "handle_rpc",
     "read_body",
     "rpc_error_of",
+    "unavailable",
     "write_stream",
 ]
 
@@ -90,6 +92,8 @@ CARD_PATH = "/.well-known/agent-card.json"
 CACHE_CONTROL = "public, max-age=300"
 SUPPORTED_MAJOR = "1"
 JSON_TYPES = ("application/json", "application/a2a+json")
+RETRY_AFTER_SECONDS = 2
+"""What `Retry-After` says while the store is out of reach: about how long a restart takes."""
 
 
 @attrs.frozen
@@ -225,8 +229,12 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
         result = await _dispatch(request, services, call, method)
         if isinstance(result, TaskStream):
             envelope = '{"jsonrpc":"2.0","id":' + json.dumps(request_id) + ',"result":'
-            failed = json.dumps(response(request_id, error=error_object(InternalError())))
-            return await write_stream(request, result, lambda body: f"{envelope}{body}}}", failed)
+            return await write_stream(
+                request,
+                result,
+                lambda body: f"{envelope}{body}}}",
+                lambda error: json.dumps(response(request_id, error=error_object(error))),
+            )
         return _json_response(response(request_id, result=result))
     except EnvelopeError as exc:
         return _error_response(exc.error, exc.request_id, record)
@@ -234,6 +242,8 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
         return _error_response(exc, request_id, record)
     except store.StoreRefusal as exc:
         return _error_response(rpc_error_of(exc), request_id, record)
+    except store.StoreUnavailable:
+        return _error_response(unavailable(), request_id, record)
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         record.outcome = "client_gone"
@@ -244,12 +254,16 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
 
 
 async def write_stream(
-    request: web.Request, stream: TaskStream, frame: Callable[[str], str], failed: str
+    request: web.Request,
+    stream: TaskStream,
+    frame: Callable[[str], str],
+    failed: Callable[[RpcError], str],
 ) -> web.StreamResponse:
     """Server-sent events: each event's `StreamResponse` JSON in `frame` (a JSON-RPC response
     with the request's id, or bare for HTTP+JSON), its number as the SSE `id`; comments as
     heartbeats. Errors before this point were ordinary error bodies; the server failing after
-    it is an `error` event holding `failed`."""
+    it is an `error` event holding `failed(error)`, and the stream ends (the client resumes it
+    with `Last-Event-ID`)."""
     answer = web.StreamResponse(
         headers={
             "Content-Type": "text/event-stream",
@@ -269,10 +283,14 @@ async def write_stream(
     except ConnectionError:  # aiohttp's ClientConnectionResetError is one
         _log.info("stream client %s went away", request.remote)
         return answer
+    except store.StoreUnavailable:
+        # The store logged the outage once; the client resumes with its Last-Event-ID.
+        with contextlib.suppress(Exception):
+            await answer.write(f"event: error\ndata: {failed(unavailable())}\n\n".encode())
     except Exception:
         _log.exception("stream of %s failed", request.path)
         with contextlib.suppress(Exception):
-            await answer.write(f"event: error\ndata: {failed}\n\n".encode())
+            await answer.write(f"event: error\ndata: {failed(InternalError())}\n\n".encode())
     with contextlib.suppress(Exception):
         await answer.write_eof()
     return answer
@@ -432,6 +450,15 @@ _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = 
 """What the store refuses, as the client hears it (the store knows no wire paths or codes)."""
 
 
+def unavailable() -> Unavailable:
+    """What a caller hears while the store is out of reach: retriable (HTTP 503, `Retry-After`),
+    logged once per outage by the store rather than once per request."""
+    return Unavailable(
+        "The agent's store is unavailable for the moment; try again shortly",
+        metadata={"retryAfterSeconds": str(RETRY_AFTER_SECONDS)},
+    )
+
+
 def rpc_error_of(refusal: store.StoreRefusal) -> RpcError:
     """The JSON-RPC error for a store refusal: the most specific row of `_STORE_REFUSALS`."""
     for cls in type(refusal).__mro__:
@@ -461,6 +488,8 @@ def error_headers(error: RpcError) -> dict[str, str]:
         headers["WWW-Authenticate"] = challenge
     if isinstance(error, RequestTimeout):
         headers["Connection"] = "close"  # the rest of the body is not worth waiting for
+    if isinstance(error, Unavailable):
+        headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return headers
 
 

@@ -40,6 +40,7 @@ from looping_core.server._edge import (
     outcome_of,
     read_body,
     rpc_error_of,
+    unavailable,
     write_stream,
 )
 from looping_core.server._requests import Observed, observed
@@ -127,6 +128,8 @@ async def handle_rest(request: web.Request) -> web.StreamResponse:
         return _error(exc, record)
     except store.StoreRefusal as exc:
         return _error(rpc_error_of(exc), record)
+    except store.StoreUnavailable:
+        return _error(unavailable(), record)
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         record.outcome = "client_gone"
@@ -173,8 +176,9 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     call = RpcCall(id=None, method=route.method, params=params)
     result = await call_method(request, services, identity, call, services.methods[route.method])
     if isinstance(result, TaskStream):
-        _, failed = rest_error(InternalError())
-        return await write_stream(request, result, lambda event: event, json.dumps(failed))
+        return await write_stream(
+            request, result, lambda event: event, lambda error: json.dumps(rest_error(error)[1])
+        )
     return web.Response(
         body=json.dumps(result if result is not None else {}).encode(), content_type=A2A_JSON
     )

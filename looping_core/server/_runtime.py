@@ -41,14 +41,14 @@ class Runtime:
 
     @property
     def running(self) -> dict[str, bool]:
-        """Which of its parts run now (readiness): the runner, and (embedded) the deliverer.
-
-        With a job engine this process's job workers are not part of it: turns it accepts are
-        run by any worker anywhere, and a job worker the store's outage stopped starts again
-        by itself (its warnings are in the log)."""
+        """Which of its parts run now (readiness): the runner, and the deliverer (embedded) or
+        this process's job workers (`jobs`: false from the moment one stopped, a store outage
+        say, until it runs again)."""
         parts = {"runner": self.runner.running}
         if self.jobs is None:
             parts["push"] = self.deliverer.running
+        else:
+            parts["jobs"] = self.jobs.running
         return parts
 
 

@@ -23,7 +23,7 @@ import attrs
 
 from looping_core import _metrics
 from looping_core.config import StreamingConfig
-from looping_core.store import TaskEvent, TaskStore
+from looping_core.store import StoreUnavailable, TaskEvent, TaskStore
 
 __all__ = ["EventHub", "Subscription", "TaskStream"]
 
@@ -31,6 +31,8 @@ _log = logging.getLogger("looping_core.streams")
 
 NOTIFIED_POLL_FACTOR = 10
 """Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
+OUTAGE_PAUSE_SECONDS = 0.5
+"""How often streams look again while the store is out of reach."""
 
 
 class _End(Exception):
@@ -171,6 +173,9 @@ class EventHub:
             tasks, self._dirty = self._dirty, set()
             try:
                 await self._read(tasks)
+            except StoreUnavailable:  # logged once by the store; streams wait for it
+                self._dirty |= tasks
+                await asyncio.sleep(OUTAGE_PAUSE_SECONDS)
             except Exception:
                 _log.exception("reading task events failed; trying again")
                 self._dirty |= tasks
@@ -184,6 +189,9 @@ class EventHub:
             return
         try:
             since = await self._store.events_since(self._scanned)
+        except StoreUnavailable:
+            self._dirty.update(self._subscribers)
+            return
         except Exception:
             _log.exception("looking for other processes' events failed")
             self._dirty.update(self._subscribers)

@@ -94,6 +94,8 @@ async def _work(
                 "worker running jobs of %s, %d turns at a time",
                 ", ".join(queues) if queues else "every queue", config.runner.concurrency,
             )  # fmt: skip
+            # A job worker that the store's outage stopped is started again by the engine, for
+            # as long as this process runs: an outage never ends it.
             waiting = asyncio.ensure_future(stopping.wait())
             failed = asyncio.ensure_future(runtime.jobs.wait())
             await asyncio.wait((waiting, failed), return_when=asyncio.FIRST_COMPLETED)

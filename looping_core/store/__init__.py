@@ -5,7 +5,8 @@
 - migrations: core's numbered journal (`upgrade`, `migration_status`), plugin stores'
   `ensure_tables` (`ensure_plugin_stores`, `plugin_versions`);
 - `TaskStore`: tasks, turns, push configs and the push outbox, scoped to the verified caller;
-  what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors);
+  what it refuses are `StoreRefusal`s (the edge maps them to JSON-RPC errors); a store out
+  of reach for now (a restart, SQLite busy) raises `StoreUnavailable` (the edge answers 503);
 - `SessionStore`: durable sessions, one per caller and conversation, messages in order;
 - task events: every status and artifact update, numbered per task (`TaskEvent`), for streams
   that resume where they left off;
@@ -16,6 +17,7 @@
 from looping_core.store._db import (
     Database,
     StoreError,
+    StoreUnavailable,
     connection_problem,
     open_database,
     store_url_problem,
@@ -64,6 +66,7 @@ __all__ = [
     "SessionStore",
     "StoreError",
     "StoreRefusal",
+    "StoreUnavailable",
     "SubtaskStore",
     "TaskEvent",
     "TaskNotCancelable",

@@ -66,7 +66,7 @@ class EventNotices:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the server went away: listen again, later
-            _log.warning("listening for task events failed (%s); connecting again", exc)
+            _log.warning("listening for task events failed (%s); connecting again", _line(exc))
         if self._closed:
             return
         await self._drop()
@@ -79,7 +79,8 @@ class EventNotices:
             try:
                 await self._listen()
             except Exception as exc:
-                _log.warning("listening for task events: %s; trying again in %gs", exc, delay)
+                # Said at INFO: the store logs the outage itself, once.
+                _log.info("listening for task events: %s; trying again in %gs", _line(exc), delay)
                 delay = min(delay * 2, _RETRY_MAX)
                 continue
             _log.info("listening for task events again")
@@ -100,3 +101,9 @@ class EventNotices:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await self._drop()
+
+
+def _line(error: BaseException) -> str:
+    """The first line of a driver's error (psycopg's run over several)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -25,6 +25,7 @@ class Answer:
     reason: str | None = None
     """The ErrorInfo reason of an error (`TASK_NOT_FOUND`), `None` on success."""
     body: Any = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -113,9 +114,11 @@ class JsonRpc(Binding):
             session.post(self.agent.endpoint, json=envelope, headers=headers) as response,
         ):
             body = json.loads(await response.text())
+        headers = dict(response.headers)
         if "error" in body:
-            return Answer(response.status, reason=body["error"]["data"][0]["reason"], body=body)
-        return Answer(response.status, result=body["result"], body=body)
+            reason = body["error"]["data"][0]["reason"]
+            return Answer(response.status, reason=reason, body=body, headers=headers)
+        return Answer(response.status, result=body["result"], body=body, headers=headers)
 
     def stream_request(
         self, method: str, params: Mapping[str, Any], tenant: str
@@ -166,8 +169,9 @@ class Rest(Binding):
             text = await response.text()
             document = json.loads(text) if text else None
         if response.status >= 400:
+            reason = document["error"]["details"][0]["reason"]
             return Answer(
-                response.status, reason=document["error"]["details"][0]["reason"], body=document
+                response.status, reason=reason, body=document, headers=dict(response.headers)
             )
         assert response.content_type == "application/a2a+json"
         return Answer(response.status, result=document, body=document)

@@ -15,7 +15,7 @@ import peewee
 import psycopg
 import pytest
 
-from looping_core.store import Database, StoreError
+from looping_core.store import Database, StoreError, StoreUnavailable
 from looping_core.store._db import POSTGRES_THREADS
 
 ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
@@ -183,9 +183,36 @@ async def test_a_store_that_cannot_be_opened_fails_every_call_and_hangs_none(
         database.close()
 
 
-async def test_postgresql_connections_lost_are_opened_again(postgres_url: str) -> None:
+async def test_sqlite_busy_is_unavailable_and_a_bad_statement_is_not(tmp_path: Path) -> None:
+    """SQLite's busy (another process holds the write lock past the timeout) is the store out of
+    reach for now (`StoreUnavailable`, which the edge answers with 503); an error of the SQL
+    itself stays the driver's error (a fault, not an outage)."""
+    path = tmp_path / "store.db"
+    database = Database(peewee.SqliteDatabase(str(path), pragmas={"busy_timeout": 0}))
+    holder = sqlite3.connect(path, isolation_level=None)
+    try:
+        await database.run(database.execute, "CREATE TABLE rows (n INTEGER)")
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StoreUnavailable, match="database is locked"):
+            await database.run(database.execute, "INSERT INTO rows VALUES (1)")
+        assert not database.available
+        holder.execute("ROLLBACK")
+        await database.run(database.execute, "INSERT INTO rows VALUES (1)")
+        assert database.available
+        with pytest.raises(peewee.OperationalError, match="no such table"):
+            await database.run(database.execute, "SELECT * FROM missing")
+        assert database.available
+    finally:
+        holder.close()
+        database.close()
+
+
+async def test_postgresql_connections_lost_are_opened_again(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """The server drops every connection (a restart, a failover): each store thread fails one
-    job with the connection error, then reconnects."""
+    job with `StoreUnavailable` (the driver's error its cause), then reconnects. The outage is
+    one WARNING, and its end one more, however many jobs failed."""
     database = Database.from_url(postgres_url)
     try:
         await asyncio.gather(*(database.run(lambda: 1) for _ in range(32)))  # all threads connect
@@ -196,16 +223,24 @@ async def test_postgresql_connections_lost_are_opened_again(postgres_url: str) -
             )
             assert len(cursor.fetchall()) == POSTGRES_THREADS
         outcomes = []
+        causes: list[BaseException | None] = []
         for _ in range(100):
             try:
                 await database.run(database.execute, "SELECT 1")
                 outcomes.append("ok")
-            except (peewee.OperationalError, peewee.InterfaceError):
+            except StoreUnavailable as exc:
+                causes.append(exc.__cause__)
                 outcomes.append("lost")
     finally:
         database.close()
     assert 1 <= outcomes.count("lost") <= POSTGRES_THREADS  # at most once per thread...
     assert outcomes[-60:] == ["ok"] * 60  # ...then each has connected again
+    assert all(isinstance(c, (peewee.OperationalError, peewee.InterfaceError)) for c in causes)
+    said = [r.getMessage() for r in caplog.records if r.name == "looping_core.store"]
+    assert len(said) == 2, said
+    assert said[0].startswith("the store is unavailable: ")
+    assert said[1].startswith("the store is available again after ")
+    assert database.available
 
 
 async def test_a_closed_store_refuses_work_instead_of_hanging(tmp_path: Path) -> None:
