@@ -24,6 +24,7 @@ from google.protobuf.json_format import ParseDict
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.contract import Identity
 from looping_core.server import SERVICES
+from looping_core.store import Database, TaskStore
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent
@@ -244,19 +245,26 @@ async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
 
 
 async def test_guarded_terminal_writes_have_exactly_one_winner(agent: RunningAgent) -> None:
-    store = agent.app[SERVICES].store
+    """Three terminal writes race on each task: one wins. The tasks are made through a store
+    of their own on the same database, one that tells no job engine: with the server's (on
+    PostgreSQL) the engine would run each turn too, a fourth writer that can win first."""
+    database = Database.from_url(agent.config.store.location())
+    store = TaskStore(database)
     caller = Identity("alice", "https://gw", "x")
-    for _ in range(20):
-        message = Message(
-            message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="x"),)
-        )
-        task_id = (await store.start_turn(caller, message, None)).task.id
-        outcomes = await asyncio.gather(
-            store.transition(task_id, TaskState.TASK_STATE_COMPLETED),
-            store.transition(task_id, TaskState.TASK_STATE_CANCELED),
-            store.transition(task_id, TaskState.TASK_STATE_FAILED),
-        )
-        assert sorted(outcomes) == [False, False, True]
+    try:
+        for _ in range(20):
+            message = Message(
+                message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="x"),)
+            )
+            task_id = (await store.start_turn(caller, message, None)).task.id
+            outcomes = await asyncio.gather(
+                store.transition(task_id, TaskState.TASK_STATE_COMPLETED),
+                store.transition(task_id, TaskState.TASK_STATE_CANCELED),
+                store.transition(task_id, TaskState.TASK_STATE_FAILED),
+            )
+            assert sorted(outcomes) == [False, False, True]
+    finally:
+        database.close()
 
 
 async def test_cancel_of_a_terminal_or_unknown_task(
