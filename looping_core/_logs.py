@@ -6,6 +6,12 @@ filter copies them onto every record logged in that context, so each line says w
 tenant, caller and task it belongs to without every call site passing them. The caller is its
 subject, never a token. `configure` installs the format: `text` (one readable line) or `json`
 (one JSON object per line, encoded by the standard library's `json`).
+
+What a client sent can reach a line (a path, a value of a refused request): every record is
+made safe before it is formatted (`_Safe`). Control characters (CR and LF included) in the
+message, its arguments and its fields are escaped, so no value can forge a line; a value longer
+than `MAX_VALUE` characters is cut, and says how long it was, so none can make the log grow by
+its size. A traceback is the server's own and is left as it is.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["FIELDS", "JsonFormatter", "bind", "bound", "configure", "current"]
+__all__ = ["FIELDS", "MAX_VALUE", "JsonFormatter", "bind", "bound", "configure", "current", "safe"]
 
 FIELDS = ("request_id", "tenant", "subject", "task_id")
 """What a line can say it is about, beside its message."""
@@ -27,6 +33,28 @@ _CONTEXT: dict[str, contextvars.ContextVar[str | None]] = {
     name: contextvars.ContextVar(f"looping_log_{name}", default=None) for name in FIELDS
 }
 _TEXT_FORMAT = "%(asctime)s [%(process)d] %(levelname)s %(name)s: %(message)s%(context)s"
+MAX_VALUE = 200
+"""The most characters of one value (an argument, a field) a log line carries."""
+MAX_MESSAGE = 4000
+"""The most characters of one message, its arguments in it."""
+_ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0))} | {
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+    ord("\n"): "\\n",
+    ord("\r"): "\\r",
+    ord("\t"): "\\t",
+}
+"""Control characters (C0, DEL, C1) and Unicode's line and paragraph separators, escaped."""
+
+
+def safe(value: str, limit: int = MAX_VALUE) -> str:
+    """`value` fit for one log line: control characters escaped, cut at `limit` characters
+    (saying how many there were)."""
+    cut = value if len(value) <= limit else value[:limit]
+    escaped = cut.translate(_ESCAPES)
+    if len(value) > limit:
+        escaped += f"...[{len(value)} chars]"
+    return escaped
 
 
 def bind(**values: str | None) -> None:
@@ -61,9 +89,45 @@ class _Context(logging.Filter):
             value = getattr(record, name, None) or _CONTEXT[name].get()
             setattr(record, name, value)
             if value:
-                pairs.append(f"{name}={value}")
+                pairs.append(f"{name}={safe(str(value))}")
         record.context = f" [{' '.join(pairs)}]" if pairs else ""
         return True
+
+
+class _Safe(logging.Filter):
+    """Makes each record safe to write (see the module's docstring): the message is formatted
+    here with its arguments made safe, then escaped and capped as a whole; string fields too."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "_looping_safe", False):
+            return True  # another handler's filter did it already
+        if record.args:
+            args = record.args if isinstance(record.args, tuple) else (record.args,)
+            record.args = tuple(_safe_argument(arg) for arg in args)
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # arguments that do not fit the format
+            message = f"{record.msg!s} {record.args!r}"
+        record.msg, record.args = safe(message, MAX_MESSAGE), None
+        for name, value in vars(record).items():
+            if isinstance(value, str) and name not in _KEEP and not name.startswith("_"):
+                setattr(record, name, safe(value))
+        record._looping_safe = True
+        return True
+
+
+_KEEP = frozenset(
+    {"msg", "context", "exc_text", "stack_info", "pathname", "filename", "module", "funcName"}
+)
+"""Record attributes that are the server's own or already safe."""
+
+
+def _safe_argument(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value  # `%d`, `%.2f` need the number
+    if isinstance(value, dict):
+        return value  # a `%(name)s` mapping: left to the message's escaping and cap
+    return safe(str(value))
 
 
 class JsonFormatter(logging.Formatter):
@@ -101,6 +165,7 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     handler = logging.StreamHandler()
     handler.addFilter(_EngineOutage())
     handler.addFilter(_Context())
+    handler.addFilter(_Safe())
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:

@@ -407,13 +407,10 @@ async def authenticate(
             )
     except TokenRejected as exc:
         _metrics.TOKEN_REFUSALS.inc(check=exc.check)
-        _log.warning(
-            "gateway token rejected: check=%s reason=%s tenant=%s remote=%s",
-            exc.check,
-            exc.reason,
-            tenant,
-            request.remote,
-        )
+        # Nothing of the request is trusted yet: the line says which check failed and who
+        # asked, never a value the caller chose (a tenant, a key URL: they could forge lines
+        # or fill the log). The reason is in the trace (the span's exception).
+        _log.warning("gateway token rejected: check=%s remote=%s", exc.check, request.remote)
         raise Unauthenticated(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None

@@ -74,7 +74,7 @@ async def test_readiness_follows_a_postgresql_store_that_stops_and_returns(
         assert (await probe(running, "/healthz"))[0] == 200  # the process itself still answers
         with admin.cursor() as cursor:
             cursor.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
-        for _ in range(50):  # the store's next job connects afresh
+        for _ in range(200):  # the store's next job connects afresh; the job workers restart
             if (await probe(running, "/readyz"))[0] == 200:
                 break
             await asyncio.sleep(0.1)
