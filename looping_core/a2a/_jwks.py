@@ -1,8 +1,13 @@
 """Fetching and caching gateways' key sets, without letting a caller turn tokens into fetches.
 
-- Per-`jku` cache with a TTL.
+- Per-`jku` cache with a TTL, at most `max_sets_per_origin` key sets per gateway origin (the
+  least recently used one goes), so nothing grows per URL a caller makes up.
 - An unknown `kid` refetches at most once per `refetch_interval` per `jku`, so a flood of random
   kids costs at most one fetch per interval; a failed fetch is rate-limited the same way.
+- A `jku` not in the cache is fetched at most once per `refetch_interval` per gateway *origin*,
+  whatever its path or query: a token with a bad signature and a fresh path on an allowed origin
+  costs at most one fetch per interval, however many such tokens come. Key sets in the cache have
+  budgets of their own, so such a flood never delays a known gateway's refetch.
 - Concurrent requests for the same `jku` share one in-flight fetch.
 - Bounded timeout and response size; redirects are not followed (they could leave the allowlisted
   origin); non-JSON or malformed key sets are refused.
@@ -15,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 import aiohttp
 import attrs
@@ -51,6 +58,7 @@ class JwksCache:
         refetch_interval: float = 30.0,
         timeout: float = 5.0,
         max_bytes: int = 64 * 1024,
+        max_sets_per_origin: int = 4,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._session = session
@@ -58,19 +66,35 @@ class JwksCache:
         self._refetch_interval = refetch_interval
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._max_bytes = max_bytes
+        self._max_sets = max_sets_per_origin
         self._clock = clock
-        self._entries: dict[str, _Entry] = {}
+        self._entries: dict[str, OrderedDict[str, _Entry]] = {}
+        """Key sets by origin, then by `jku`, least recently used first."""
         self._attempted_at: dict[str, float] = {}
+        """When each cached `jku` was last fetched (dropped with its key set)."""
+        self._new_attempted_at: dict[str, float] = {}
+        """When a `jku` not in the cache was last fetched, by origin (allowlisted: bounded)."""
         self._in_flight: dict[str, asyncio.Future[_Entry]] = {}
 
     async def key(self, jku: str, kid: str) -> OKPKey:
-        """The key `kid` of the set at `jku`; `JwksError` if it cannot be had."""
-        entry = self._entries.get(jku)
+        """The key `kid` of the set at `jku` (whose origin the caller found on the allowlist);
+        `JwksError` if it cannot be had."""
+        origin = _origin(jku)
+        sets = self._entries.get(origin)
+        entry = sets.get(jku) if sets is not None else None
         now = self._clock()
         stale = entry is None or now - entry.fetched_at >= self._ttl
         unknown = entry is not None and kid not in entry.keys
-        may_fetch = now - self._attempted_at.get(jku, -float("inf")) >= self._refetch_interval
+        if entry is None:
+            last = self._new_attempted_at.get(origin, -float("inf"))
+        else:
+            last = self._attempted_at.get(jku, -float("inf"))
+            assert sets is not None
+            sets.move_to_end(jku)  # recently used: the last to be dropped
+        may_fetch = now - last >= self._refetch_interval
         if (stale or unknown) and (may_fetch or jku in self._in_flight):
+            if entry is None and jku not in self._in_flight:
+                self._new_attempted_at[origin] = now
             entry = await self._refresh(jku, previous=entry)
         elif entry is not None:
             _metrics.JWKS_CACHE_HITS.inc()
@@ -86,7 +110,8 @@ class JwksCache:
     async def _refresh(self, jku: str, previous: _Entry | None) -> _Entry | None:
         future = self._in_flight.get(jku)
         if future is None:
-            self._attempted_at[jku] = self._clock()
+            if previous is not None:  # a new `jku`'s attempt is its origin's (nothing per URL)
+                self._attempted_at[jku] = self._clock()
             future = asyncio.ensure_future(self._fetch_and_store(jku))
             self._in_flight[jku] = future
         try:
@@ -100,7 +125,7 @@ class JwksCache:
         try:
             with _tracing.span("jwks fetch", kind="client", url__full=jku):
                 entry = await self._fetch(jku)
-            self._entries[jku] = entry
+            self._keep(jku, entry)
             _metrics.JWKS_FETCHES.inc(outcome="ok")
             return entry
         except BaseException:
@@ -108,6 +133,21 @@ class JwksCache:
             raise
         finally:
             self._in_flight.pop(jku, None)
+
+    def _keep(self, jku: str, entry: _Entry) -> None:
+        """Cache `entry`, dropping its origin's least recently used key set beyond the bound."""
+        sets = self._entries.setdefault(_origin(jku), OrderedDict())
+        sets[jku] = entry
+        sets.move_to_end(jku)
+        self._attempted_at.setdefault(jku, entry.fetched_at)
+        while len(sets) > self._max_sets:
+            dropped, _ = sets.popitem(last=False)
+            self._attempted_at.pop(dropped, None)
+
+    @property
+    def cached_sets(self) -> int:
+        """How many key sets are cached (all origins)."""
+        return sum(len(sets) for sets in self._entries.values())
 
     async def _fetch(self, jku: str) -> _Entry:
         try:
@@ -131,6 +171,11 @@ class JwksCache:
                 "jwks-unavailable", f"the key set is larger than {self._max_bytes} bytes"
             )
         return _Entry(keys=_parse_key_set(body), fetched_at=self._clock())
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
 
 
 def _parse_key_set(body: bytes) -> dict[str, OKPKey]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -218,3 +219,43 @@ async def test_a_request_arriving_as_the_first_fetch_completes_gets_the_key(
     await first
     assert outcomes == ["ok"]
     assert gateway.jwks_fetches == 1
+
+
+async def test_fresh_urls_on_an_allowed_origin_cost_one_fetch_per_interval_and_keep_little(
+    gateway: FakeGateway, session: aiohttp.ClientSession, clock: Clock
+) -> None:
+    """A flood of key set URLs a caller made up on an allowed origin (fresh queries, here on
+    the gateway's real key set, so each one even answers a valid set): one fetch per interval
+    for the whole origin, and at most `max_sets_per_origin` key sets kept, nothing per URL."""
+    cache = cache_for(session, clock, ttl=10_000)  # no refetch of the known set meanwhile
+    kid = gateway.public_jwk["kid"]
+    await cache.key(gateway.jwks_url, kid)  # the gateway's own key set, known
+    for attempt in range(1000):
+        with contextlib.suppress(JwksError):
+            await cache.key(f"{gateway.jwks_url}?fresh={attempt}", kid)
+    assert gateway.jwks_fetches == 1  # the origin's new-URL fetch of this interval was that one
+    for minute in range(10):  # then one made-up URL per interval, beside the gateway's traffic
+        clock.now += 31
+        await cache.key(gateway.jwks_url, kid)  # cached: no fetch
+        for attempt in range(100):
+            with contextlib.suppress(JwksError):
+                await cache.key(f"{gateway.jwks_url}?later={minute}-{attempt}", kid)
+    assert gateway.jwks_fetches == 11
+    assert cache.cached_sets == 4  # the bound, whatever was asked for
+    assert len(cache._attempted_at) == 4  # nothing kept per URL beyond the sets themselves
+    fetches = gateway.jwks_fetches
+    assert await cache.key(gateway.jwks_url, kid) is not None  # kept: the most used set
+    assert gateway.jwks_fetches == fetches
+
+
+async def test_a_flood_of_new_urls_never_delays_a_known_gateways_refetch(
+    gateway: FakeGateway, session: aiohttp.ClientSession, clock: Clock
+) -> None:
+    cache = cache_for(session, clock)
+    await cache.key(gateway.jwks_url, gateway.public_jwk["kid"])
+    clock.now += 31
+    with contextlib.suppress(JwksError):  # uses this interval's fetch of a new URL
+        await cache.key(f"{gateway.jwks_url}?fresh=1", "x")
+    rotated = dict(gateway.public_jwk, kid="rotated")
+    gateway.jwks_body = json.dumps({"keys": [gateway.public_jwk, rotated]}).encode()
+    assert await cache.key(gateway.jwks_url, "rotated") is not None  # its own budget
