@@ -8,7 +8,8 @@
    HMAC or anything else) and a key fetched from `jku`.
 
 Then `aud` equals this endpoint's URL; the `tenant` claim is present and equals the request's
-tenant; `exp`, `nbf` and `iat` hold within a small leeway; `sub` is present. Each failure names its
+tenant; `exp`, `nbf` and `iat` hold within a small leeway, and `exp - iat` is at most the
+policy's `max_lifetime_seconds`; `sub` is present. Each failure names its
 check. There is no bypass.
 """
 
@@ -55,6 +56,8 @@ class TokenPolicy:
     endpoint: str
     gateway_origins: frozenset[str] = attrs.field(converter=normalize_origins)
     leeway_seconds: int = 30
+    max_lifetime_seconds: int = 3600
+    """The longest `exp - iat` accepted: a token that lasts for years is a stolen key's gift."""
 
 
 async def verify_gateway_token(
@@ -124,6 +127,15 @@ def _check_claims(claims: dict[str, Any], tenant: str, policy: TokenPolicy, now:
     issued = _number(claims, "iat", required=True)
     if issued is not None and now < issued - leeway:
         raise TokenRejected("not-yet-valid", "the token was issued in the future (iat)")
+    if (
+        expires is not None
+        and issued is not None
+        and expires - issued > policy.max_lifetime_seconds
+    ):
+        raise TokenRejected(
+            "lifetime-too-long",
+            f"the token lasts longer than {policy.max_lifetime_seconds} s (exp - iat)",
+        )
 
     subject = claims.get("sub")
     if not isinstance(subject, str) or not subject:

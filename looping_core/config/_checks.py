@@ -117,6 +117,11 @@ def check_security(security: SecurityConfig) -> list[str]:
         problems.append(
             "token_leeway_seconds must be between 0 and 300 @ $.security.token_leeway_seconds"
         )
+    if not 1 <= security.max_token_lifetime_seconds <= 86400:
+        problems.append(
+            "max_token_lifetime_seconds must be between 1 and 86400 (a day)"
+            " @ $.security.max_token_lifetime_seconds"
+        )
     for name in ("jwks_cache_seconds", "jwks_refetch_interval_seconds"):
         if getattr(security, name) < 1:
             problems.append(f"{name} must be at least 1 @ $.security.{name}")

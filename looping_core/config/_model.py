@@ -121,6 +121,8 @@ class SecurityConfig:
     """How long a gateway's key set is used before it is fetched again."""
     jwks_refetch_interval_seconds: int = 30
     """At most one refetch per interval per `jku` for an unknown `kid`."""
+    max_token_lifetime_seconds: int = 3600
+    """A gateway token whose `exp - iat` is longer is refused (`lifetime-too-long`)."""
 
 
 DEFAULT_INPUT_MODES = ("text/*", "application/json", "application/pdf", "image/*", "audio/*")

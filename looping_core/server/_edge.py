@@ -160,11 +160,13 @@ def build_edge(
             endpoint=config.server.endpoint_url,
             gateway_origins=config.security.gateway_origins,
             leeway_seconds=config.security.token_leeway_seconds,
+            max_lifetime_seconds=config.security.max_token_lifetime_seconds,
         ),
         rest_policy=TokenPolicy(
             endpoint=config.server.rest_url,
             gateway_origins=config.security.gateway_origins,
             leeway_seconds=config.security.token_leeway_seconds,
+            max_lifetime_seconds=config.security.max_token_lifetime_seconds,
         ),
     )
 

@@ -252,6 +252,22 @@ async def test_not_yet_valid(agent: RunningAgent, gateway: FakeGateway) -> None:
     assert_refused(await extended_card(agent, token), "not-yet-valid")
 
 
+async def test_a_token_that_lasts_ten_years_is_refused(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint, lifetime=10 * 365 * 86400)
+    assert_refused(await extended_card(agent, token), "lifetime-too-long")
+
+
+async def test_a_token_of_the_longest_lifetime_is_accepted(
+    agent: RunningAgent, gateway: FakeGateway
+) -> None:
+    token = gateway.token(tenant="alice", aud=agent.endpoint, lifetime=3600)
+    assert (await extended_card(agent, token))[0] == 200
+    longer = gateway.token(tenant="alice", aud=agent.endpoint, lifetime=3601)
+    assert_refused(await extended_card(agent, longer), "lifetime-too-long")
+
+
 async def test_missing_exp(agent: RunningAgent, gateway: FakeGateway) -> None:
     token = gateway.token(tenant="alice", aud=agent.endpoint, claims={"exp": None})
     assert_refused(await extended_card(agent, token), "claims-invalid")
@@ -262,7 +278,7 @@ async def test_missing_sub(agent: RunningAgent, gateway: FakeGateway) -> None:
     assert_refused(await extended_card(agent, token), "subject-missing")
 
 
-async def test_refusals_are_logged_with_the_reason_but_never_the_token(
+async def test_refusals_are_logged_with_the_check_but_never_the_token(
     agent: RunningAgent, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     token = gateway.token(tenant="alice", aud=agent.base_url)
