@@ -140,13 +140,18 @@ def _card(
 
 
 def build_stub_card(config: Config) -> AgentCard:
-    """The public card: the deployment, its interfaces without a tenant, tenants named for
-    humans."""
-    names = ", ".join(
-        f"{tenant_id} ({tenant.card.name})" for tenant_id, tenant in sorted(config.tenants.items())
-    )
-    directory = f"Agents here: {names}." if names else "No agents are configured yet."
-    stub = attrs.evolve(config.card, description=f"{config.card.description} {directory}")
+    """The public card: the deployment, its interfaces without a tenant, and (`[card]
+    list_tenants`) the tenants named for humans."""
+    if config.card.list_tenants:
+        names = ", ".join(
+            f"{tenant_id} ({tenant.card.name})"
+            for tenant_id, tenant in sorted(config.tenants.items())
+        )
+        directory = f"Agents here: {names}." if names else "No agents are configured yet."
+        stub = attrs.evolve(config.card, description=f"{config.card.description} {directory}")
+    else:  # the tenants behind an endpoint are its customers: not for anyone who asks
+        directory = "Several agents are served here."
+        stub = config.card
     skills = tuple(_skill(s) for s in config.card.skills) or (
         AgentSkill(
             id="agent-directory",

@@ -40,6 +40,7 @@ from looping_core.config._model import (
     SkillConfig,
     StoreConfig,
     StreamingConfig,
+    StubCardConfig,
     TenantConfig,
     TenantModelConfig,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "SkillConfig",
     "StoreConfig",
     "StreamingConfig",
+    "StubCardConfig",
     "TenantConfig",
     "TenantModelConfig",
     "check_model",

@@ -33,7 +33,6 @@ from looping_core.config._model import (
     CONFIG_ENV_VAR,
     DEFAULT_CONFIG_FILE,
     DEFAULT_STUB_CARD,
-    CardConfig,
     Config,
     ObservabilityConfig,
     PluginsConfig,
@@ -43,6 +42,7 @@ from looping_core.config._model import (
     ServerConfig,
     StoreConfig,
     StreamingConfig,
+    StubCardConfig,
     TenantConfig,
 )
 from looping_core.contract import SecretRef
@@ -158,7 +158,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     observability = _parse_section(raw, "observability", ObservabilityConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
-        card, card_problems = _structure(raw.pop("card"), CardConfig, "$.card")
+        card, card_problems = _structure(raw.pop("card"), StubCardConfig, "$.card")
         problems.extend(card_problems)
     sections = [
         "server", "security", "store", "card", "runner", "push", "streaming", "observability",

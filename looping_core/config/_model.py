@@ -147,6 +147,15 @@ class CardConfig:
 
 
 @attrs.frozen
+class StubCardConfig(CardConfig):
+    """`[card]`: the deployment's public stub card, served to anyone without a token."""
+
+    list_tenants: bool = False
+    """Name every tenant (its id and card name) in the stub card. Off by default: behind one
+    endpoint that list is the deployment's customer list, given to anyone who asks."""
+
+
+@attrs.frozen
 class StoreConfig:
     """`[store]`: the database URL (SQLite by default: one file, nothing to start).
 
@@ -345,7 +354,7 @@ class Config:
     server: ServerConfig = ServerConfig()
     security: SecurityConfig = SecurityConfig()
     store: StoreConfig = StoreConfig()
-    card: CardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
+    card: StubCardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)
     runner: RunnerConfig = RunnerConfig()
     push: PushConfig = PushConfig()
     streaming: StreamingConfig = StreamingConfig()
@@ -361,7 +370,7 @@ class Config:
         return self.store.location(environ).startswith(("postgresql:", "postgres:"))
 
 
-DEFAULT_STUB_CARD: CardConfig = CardConfig(
+DEFAULT_STUB_CARD: StubCardConfig = StubCardConfig(
     name="looping-core agents",
     description="Agents behind one A2A endpoint; ask the gateway for a tenant's own card.",
 )

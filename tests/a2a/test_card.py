@@ -17,7 +17,14 @@ from looping_core.a2a import AgentCard, from_wire, to_wire
 from looping_core.a2a._card import CardSignatureError, canonical_card_bytes, verify_card
 from looping_core.testing import FakeGateway, ed25519_private_jwk, public_jwk_of
 
-from a2a_support import RunningAgent
+from a2a_support import RunningAgent, serving
+
+LISTED = """
+[card]
+name = "Listed agents"
+description = "A deployment that names its agents."
+list_tenants = true
+"""
 
 
 async def get(
@@ -75,10 +82,22 @@ async def test_stub_card_describes_the_deployment(agent: RunningAgent) -> None:
     }
     scheme = card["securitySchemes"]["gatewayToken"]["httpAuthSecurityScheme"]
     assert (scheme["scheme"], scheme["bearerFormat"]) == ("Bearer", "JWT")
-    assert "alice (Alice)" in card["description"]
-    assert "bob (Bob)" in card["description"]
+    # Its tenants are the deployment's customers: not named to anyone who asks.
+    assert "alice" not in body.decode().lower()
+    assert "bob" not in body.decode().lower()
     assert empties(card) == []
     ParseDict(card, ProtoAgentCard())  # strict: an unknown field would raise
+
+
+async def test_stub_card_names_the_tenants_only_when_the_config_says_so(
+    gateway: FakeGateway,
+) -> None:
+    async with serving(gateway, extra=LISTED) as agent:
+        _, _, body = await get(agent, "/.well-known/agent-card.json")
+    card = json.loads(body)
+    assert "alice (Alice)" in card["description"]
+    assert "bob (Bob)" in card["description"]
+    ParseDict(card, ProtoAgentCard())
 
 
 async def test_stub_card_etag_and_304(agent: RunningAgent) -> None:
