@@ -163,6 +163,7 @@ class JsonFormatter(logging.Formatter):
 def configure(level: str = "info", log_format: str = "text") -> None:
     """Log to stderr at `level` (`debug`, `info`, `warning`, `error`) as `text` or `json`."""
     handler = logging.StreamHandler()
+    handler.addFilter(_MalformedHttp())
     handler.addFilter(_EngineOutage())
     handler.addFilter(_Context())
     handler.addFilter(_Safe())
@@ -183,6 +184,27 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     # once that it is unavailable, and once that it is back.
     pool = logging.getLogger("psycopg.pool")
     pool.setLevel(logging.DEBUG if level.lower() == "debug" else logging.ERROR)
+
+
+class _MalformedHttp(logging.Filter):
+    """A client's malformed HTTP (a request line or header too long, no method) is the
+    client's mistake: aiohttp logs it as an ERROR with its traceback, while the access log
+    already has the request's one line (400). Dropped; at debug, one line without the
+    traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.name != "aiohttp.server" or error is None:
+            return True
+        if not any(cls.__name__ == "HttpProcessingError" for cls in type(error).__mro__):
+            return True
+        if not logging.getLogger().isEnabledFor(logging.DEBUG):
+            return False
+        problem = " ".join(str(error).split()) or type(error).__name__
+        record.msg, record.args = f"{record.getMessage()}: {type(error).__name__}: {problem}", None
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
 
 
 class _EngineOutage(logging.Filter):

@@ -1,9 +1,11 @@
 """No value a client sends can forge a log line or make the log grow by its size: CR/LF and
 1 MB values through every field that reaches a line (the tenant of a refused request, the path,
-a signed token's claims), in both log formats of a served process."""
+a signed token's claims), in both log formats of a served process; and HTTP too malformed for
+aiohttp is the access log's one line, not an ERROR with a traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -20,6 +22,11 @@ from served import log_of, serve, write_config
 KEY = ed25519_private_jwk("agent-key-1")
 FORGED = "\r\n2026-01-01 00:00:00,000 [1] ERROR forged: FORGED"
 HUGE = "t" * 1_000_000
+MALFORMED = (
+    b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",  # a request line too long
+    b"GET / HTTP/1.1\r\nX-Long: " + b"b" * 10_000 + b"\r\n\r\n",  # a header too long
+    b"NOT HTTP\x00 AT ALL\r\n\r\n",
+)
 
 
 def test_safe_escapes_control_characters_and_cuts_long_values() -> None:
@@ -59,6 +66,13 @@ async def send_hostile_requests(gateway: FakeGateway, port: int) -> None:
                 assert response.status == 404
         big = {"tenant": "bob", "id": HUGE, "historyLength": FORGED}
         assert await post(endpoint, big, gateway.token(tenant="bob", aud=endpoint)) == 200
+    for malformed in MALFORMED:  # HTTP aiohttp itself refuses: 400, and one access line
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(malformed)
+        await writer.drain()
+        assert (await reader.read(12)).startswith(b"HTTP/1.")
+        writer.close()
+        await writer.wait_closed()
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])
@@ -88,6 +102,13 @@ async def test_no_client_value_forges_a_line_or_fills_the_log(
         else:
             assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} \[\d+\] [A-Z]+ ", line), line
     assert "forged: FORGED" not in [line.partition(" ERROR ")[2] for line in lines]
+    assert "Traceback" not in log
+    assert not [
+        line
+        for line in lines
+        if re.match(r'\S+ \S+ \[\d+\] ERROR |{"time": "[^"]*", "level": "error"', line)
+    ]
+    assert len([line for line in lines if '" 400 ' in line or '"status": 400' in line]) == 3
     refusals = [line for line in lines if "gateway token rejected" in line]
     assert len(refusals) == 4
     assert not any("FORGED" in line or "ttt" in line for line in refusals)  # check and peer only
