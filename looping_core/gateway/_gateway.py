@@ -4,7 +4,8 @@ It has its own Ed25519 key and serves the public half as its JWKS on a loopback 
 gateway tokens the way a real gateway does (`jku` its key set, `iss` its origin, `aud` the
 agent's endpoint, `tenant`, `sub`); it sends turns as a gateway does (a fresh token, A2A-Version
 1.0, `SendMessage` with an inline push config aimed back at itself); and it receives pushes,
-verifying each one's signature against the agent's JWKS before it counts.
+verifying each one's signature against the agent's JWKS before it counts: one that fails is
+answered 401 (`refuse_unverified`), and only the latest `max_pushes` are kept.
 """
 
 from __future__ import annotations
@@ -91,8 +92,15 @@ class LocalGateway(LocalServer):
         host: str = "127.0.0.1",
         port: int = 0,
         agent_jwks_url: str | None = None,
+        max_pushes: int | None = 100,
+        refuse_unverified: bool = True,
     ) -> None:
+        """`max_pushes`: how many received pushes `pushes` keeps (the latest; `None`: all).
+        `refuse_unverified`: answer a push that fails verification 401, as a real gateway
+        does, instead of recording it with its error and answering as usual (tests)."""
         self.private_jwk = dict(private_jwk)
+        self.max_pushes = max_pushes
+        self.refuse_unverified = refuse_unverified
         self.public_jwk = SigningKey.from_jwk(self.private_jwk).public_jwk
         self.host = host
         self.agent_jwks_url = agent_jwks_url
@@ -207,11 +215,15 @@ class LocalGateway(LocalServer):
                 claims = await self._verify(request, body, inbox)
             except Exception as exc:
                 error = str(exc)
-        status = self._push_status()
+        refused = error is not None and self.refuse_unverified
+        status = 401 if refused else self._push_status()
         async with self._push_arrived:
+            kept = b"" if refused else body  # a refused push's body is nobody's business
             self.pushes.append(
-                ReceivedPush(inbox, dict(request.headers), body, claims, error, status)
+                ReceivedPush(inbox, dict(request.headers), kept, claims, error, status)
             )
+            if self.max_pushes is not None and len(self.pushes) > self.max_pushes:
+                del self.pushes[: len(self.pushes) - self.max_pushes]
             self._push_arrived.notify_all()
         return web.Response(status=status)
 

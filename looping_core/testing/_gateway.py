@@ -28,12 +28,17 @@ make_gateway_token = mint_token
 
 class FakeGateway(LocalGateway):
     """A gateway for tests: a fresh Ed25519 key, its JWKS on 127.0.0.1 (a free port unless
-    `port` is given), token minting, and push receivers that verify every push."""
+    `port` is given), token minting, and push receivers that verify every push. Every push is
+    kept, and one that fails verification is recorded with its `error` and answered as any
+    other (a test looks at it), not refused as `looping gateway` does."""
 
     def __init__(
         self, *, kid: str = "gateway-key-1", host: str = "127.0.0.1", port: int = 0
     ) -> None:
-        super().__init__(ed25519_private_jwk(kid), host=host, port=port)
+        super().__init__(
+            ed25519_private_jwk(kid), host=host, port=port, max_pushes=None,
+            refuse_unverified=False,
+        )  # fmt: skip
         self.jwks_fetches = 0
         self.jwks_body: bytes | None = None
         """Replace what the JWKS route serves (e.g. garbage), or `None` for the real key set."""

@@ -1,0 +1,83 @@
+"""`looping gateway`'s push receiver (`LocalGateway`): a push that fails verification is
+refused 401 and its body not kept; a verified one is 200; only the latest pushes are kept."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, SigningKey
+from looping_core.a2a._push import PushSigner
+from looping_core.gateway import LocalGateway
+from looping_core.testing import ed25519_private_jwk
+
+BODY = b'{"task":{"id":"t1"}}'
+
+
+@pytest.fixture
+async def agent_jwks() -> AsyncIterator[tuple[PushSigner, str]]:
+    """The agent's signer, and its JWKS served on 127.0.0.1."""
+    key = SigningKey.from_jwk(ed25519_private_jwk("agent-1"))
+    app = web.Application()
+    document = json.dumps({"keys": [key.public_jwk]})
+
+    async def serve_jwks(request: web.Request) -> web.Response:
+        return web.Response(text=document, content_type="application/json")
+
+    app.router.add_get("/jwks", serve_jwks)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        yield PushSigner(key=key, jwks_url=f"{base}/jwks", issuer=base), f"{base}/jwks"
+    finally:
+        await runner.cleanup()
+
+
+async def push(gateway: LocalGateway, signer: PushSigner | None, jti: str) -> int:
+    url = gateway.push_url()
+    headers = {
+        "Authorization": f"Bearer {gateway.push_credentials}",
+        TOKEN_HEADER: gateway.push_token,
+        "Content-Type": "application/json",
+    }
+    if signer is not None:
+        headers[SIGNATURE_HEADER] = signer.sign(url=url, task_id="t1", jti=jti, body=BODY)
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=BODY, headers=headers) as response,
+    ):
+        return response.status
+
+
+async def test_an_unsigned_or_forged_push_is_refused_401_and_a_signed_one_accepted(
+    agent_jwks: tuple[PushSigner, str],
+) -> None:
+    signer, jwks_url = agent_jwks
+    someone_else = SigningKey.from_jwk(ed25519_private_jwk("agent-1"))  # same kid, other key
+    forger = PushSigner(key=someone_else, jwks_url=jwks_url, issuer=signer.issuer)
+    async with LocalGateway(ed25519_private_jwk("gw"), agent_jwks_url=jwks_url) as gateway:
+        assert await push(gateway, None, "a") == 401
+        assert await push(gateway, forger, "b") == 401
+        assert await push(gateway, signer, "c") == 200
+    statuses = [(p.status, p.error is None, p.body) for p in gateway.pushes]
+    assert statuses == [(401, False, b""), (401, False, b""), (200, True, BODY)]
+
+
+async def test_only_the_latest_pushes_are_kept(agent_jwks: tuple[PushSigner, str]) -> None:
+    signer, jwks_url = agent_jwks
+    gateway = LocalGateway(ed25519_private_jwk("gw"), agent_jwks_url=jwks_url, max_pushes=10)
+    async with gateway:
+        for index in range(25):
+            assert await push(gateway, signer, f"n-{index}") == 200
+    assert len(gateway.pushes) == 10
+    assert [p.claims["jti"] for p in gateway.pushes if p.claims] == [
+        f"n-{index}" for index in range(15, 25)
+    ]
