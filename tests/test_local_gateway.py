@@ -4,7 +4,10 @@ refused 401 and its body not kept; a verified one is 200; only the latest pushes
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import stat
+import subprocess
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -12,10 +15,11 @@ from aiohttp import web
 
 from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, SigningKey
 from looping_core.a2a._push import PushSigner
-from looping_core.gateway import LocalGateway
+from looping_core.gateway import KeyFileExposed, LocalGateway, gateway_key
 from looping_core.testing import ed25519_private_jwk
 
 BODY = b'{"task":{"id":"t1"}}'
+Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
@@ -81,3 +85,28 @@ async def test_only_the_latest_pushes_are_kept(agent_jwks: tuple[PushSigner, str
     assert [p.claims["jti"] for p in gateway.pushes if p.claims] == [
         f"n-{index}" for index in range(15, 25)
     ]
+
+
+def test_a_gateway_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    first = gateway_key(tmp_path)
+    path = tmp_path / "gateway-key.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert gateway_key(tmp_path) == first  # its owner's only: used
+    path.chmod(0o644)
+    with pytest.raises(KeyFileExposed, match=r"chmod 600 .*gateway-key.json") as refused:
+        gateway_key(tmp_path)
+    assert "-rw-r--r--" in str(refused.value)
+    path.chmod(0o600)
+    assert gateway_key(tmp_path) == first
+
+
+def test_looping_token_refuses_an_exposed_key_in_one_line(looping_cli: Cli, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    gateway_key(state)
+    (state / "gateway-key.json").chmod(0o640)
+    config = tmp_path / "looping.toml"
+    config.write_text('[security]\ngateway_origins = ["http://127.0.0.1:8700"]\n')
+    result = looping_cli("token", "--config", config, "--state", state, "--tenant", "words")
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "open to other users" in result.stderr

@@ -5,7 +5,8 @@ bypass of the gateway checks; you run a gateway instead).
   gateway mints them, turns sent as a gateway sends them, pushes received and verified against
   the agent's JWKS;
 - `mint_token`: one gateway token;
-- `gateway_key(folder)`: the gateway's key, made once and kept in a local state folder;
+- `gateway_key(folder)`: the gateway's key, made once and kept in a local state folder (a
+  key file others can read is refused: `KeyFileExposed`);
 - `LocalServer`: the loopback aiohttp server it (and the test harness's fakes) run on;
 - what the CLI's `gateway`, `send` and `tasks` do: `run_gateway`, `send_text`, `call_agent`.
 """
@@ -26,7 +27,7 @@ from looping_core.gateway._gateway import (
     user_message,
 )
 from looping_core.gateway._local import LocalServer, Startable
-from looping_core.gateway._state import default_state_folder, gateway_key
+from looping_core.gateway._state import KeyFileExposed, default_state_folder, gateway_key
 from looping_core.gateway._tokens import mint_token
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "SETTLED_STATES",
     "AgentRefused",
     "GatewayError",
+    "KeyFileExposed",
     "LocalGateway",
     "LocalServer",
     "ReceivedPush",
