@@ -32,6 +32,7 @@ __all__ = [
     "RpcError",
     "TaskNotCancelable",
     "TaskNotFound",
+    "TooManyStreams",
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
@@ -132,6 +133,10 @@ class Unavailable(RpcError):
     `Retry-After` seconds (HTTP 503 on both bindings)."""
 
 
+class TooManyStreams(RpcError):
+    """The caller holds `[streaming] max_streams_per_caller` streams already (HTTP 429)."""
+
+
 class PayloadTooLarge(RpcError):
     """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
 
@@ -195,6 +200,10 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
     Unavailable: ErrorSpec(
         -32000, "UNAVAILABLE", "The service is unavailable; try again shortly",
         http_status=503, domain=LOOPING_DOMAIN, rest=(503, "UNAVAILABLE"),
+    ),
+    TooManyStreams: ErrorSpec(
+        -32000, "TOO_MANY_STREAMS", "Too many open streams", http_status=429,
+        domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
     ),
     PayloadTooLarge: ErrorSpec(
         -32600, "PAYLOAD_TOO_LARGE", "Request body too large", http_status=413,

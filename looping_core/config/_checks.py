@@ -217,13 +217,14 @@ def check_store(store: StoreConfig) -> list[str]:
 def check_streaming(streaming: StreamingConfig) -> list[str]:
     problems = [
         f"must be above 0 @ $.streaming.{name}"
-        for name in ("poll_seconds", "heartbeat_seconds")
+        for name in ("poll_seconds", "heartbeat_seconds", "write_timeout_seconds")
         if getattr(streaming, name) <= 0
     ]
     if streaming.coalesce_seconds < 0:
         problems.append("must not be negative @ $.streaming.coalesce_seconds")
-    if streaming.buffer_events < 1:
-        problems.append("must be at least 1 @ $.streaming.buffer_events")
+    for name in ("buffer_events", "max_streams_per_caller"):
+        if getattr(streaming, name) < 1:
+            problems.append(f"must be at least 1 @ $.streaming.{name}")
     return problems
 
 

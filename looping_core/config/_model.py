@@ -336,6 +336,12 @@ class StreamingConfig:
     """An idle stream gets an SSE comment this often, so proxies keep it open."""
     coalesce_seconds: float = 0.05
     """Artifact chunks of one task closer together than this are sent as one event."""
+    write_timeout_seconds: float = 30.0
+    """A stream whose client takes no event (nor heartbeat) for this long is disconnected and
+    counted as dropped: an unread stream must not hold its connection forever."""
+    max_streams_per_caller: int = 16
+    """Open streams one caller (tenant, issuer, subject) may hold in one server process; one
+    more is refused (`TOO_MANY_STREAMS`, HTTP 429)."""
 
 
 @attrs.frozen

@@ -6,8 +6,11 @@ connection's protocol is proxied, counted, and timed from the moment it opens, a
 first byte of each later request on it, until aiohttp hands the request to the application (the
 guard's middleware says so). A connection whose headers are not complete by then is closed; one
 sweep, scheduled for the earliest deadline, finds them (no timer per request). One past
-`max_connections` is answered `503` and closed before aiohttp sees it. Bodies have their own
-deadline in the edge (`[server] body_timeout_seconds`), which reads them.
+`max_connections` is answered `503` and closed before aiohttp sees it, unless it is a health
+probe: beyond the cap, up to `PROBE_HEADROOM` connections are held until their first bytes say
+what they ask, and `GET /healthz` or `/readyz` is let through (an orchestrator must see a full
+server as busy, not dead); anything else gets the 503. Bodies have their own deadline in the
+edge (`[server] body_timeout_seconds`), which reads them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ _BUSY = (
     b"Retry-After: 1\r\n\r\n"
 )
 _WARN_EVERY_SECONDS = 10.0
+PROBE_HEADROOM = 8
+"""Connections beyond `max_connections` held to see whether they are health probes."""
+_PROBES = (b"GET /healthz ", b"GET /readyz ", b"GET /healthz?", b"GET /readyz?")
+_PROBE_BYTES = max(len(p) for p in _PROBES)
 
 
 @attrs.frozen
@@ -49,6 +56,8 @@ class ConnectionGuard:
         self._sweep: asyncio.TimerHandle | None = None
         self._refused = 0
         self._warned_at = -float("inf")
+        self._probing = 0
+        """Connections past the cap whose first bytes are awaited (health probes, maybe)."""
 
     @property
     def open_connections(self) -> int:
@@ -90,6 +99,19 @@ class ConnectionGuard:
             self._warned_at, self._refused = now, 0
         return True
 
+    def on_lost(self, request: web.BaseRequest, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` when the request's connection closes (a stream's client went away:
+        nothing else tells a handler that waits for events rather than writing); returns what
+        forgets it (the connection may carry later requests)."""
+        connection = self._connections.get(request.protocol)
+        if connection is None:
+            return lambda: None
+        connection.lost_callbacks.append(callback)
+        return lambda: _discard(connection.lost_callbacks, callback)
+
+    def _may_probe(self) -> bool:
+        return self._probing < PROBE_HEADROOM
+
     def _release(self, inner: asyncio.BaseProtocol) -> None:
         connection = self._connections.pop(inner, None)
         if connection is not None:
@@ -118,6 +140,11 @@ class ConnectionGuard:
             self._sweep = loop.call_at(max(earliest, now + 0.01), self._close_late)
 
 
+def _discard(callbacks: list[Callable[[], None]], callback: Callable[[], None]) -> None:
+    if callback in callbacks:
+        callbacks.remove(callback)
+
+
 class _GuardedConnection(asyncio.Protocol):
     """A proxy for one aiohttp protocol: forwards every transport event, and tells the guard
     when it waits for request headers (from its first byte) and when they have arrived."""
@@ -128,19 +155,58 @@ class _GuardedConnection(asyncio.Protocol):
         self._inner: Any = None
         self._transport: asyncio.Transport | None = None
         self._idle = False
+        self._probe: bytes | None = None
+        """Past the cap: the first bytes so far, until they say whether this is a probe."""
+        self.lost_callbacks: list[Callable[[], None]] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         if self._guard._is_full():
-            self._transport.write(_BUSY)
-            self._transport.close()
+            if not self._guard._may_probe():
+                self._refuse()
+                return
+            self._probe = b""
+            self._guard._probing += 1
+            self._guard._await_headers(self)  # a silent one is closed at the header deadline
             return
+        self._open()
+
+    def _open(self) -> None:
+        assert self._transport is not None
         self._inner = self._factory()
         self._guard._admit(self, self._inner)
-        self._inner.connection_made(transport)
+        self._inner.connection_made(self._transport)
         self._guard._await_headers(self)
 
+    def _refuse(self) -> None:
+        assert self._transport is not None
+        self._transport.write(_BUSY)
+        self._transport.close()
+
+    def _end_probe(self) -> None:
+        if self._probe is not None:
+            self._probe = None
+            self._guard._probing -= 1
+            self._guard._headers_arrived(self)
+
+    def _probed(self, data: bytes) -> None:
+        """Past the cap: let a health probe in, refuse anything else, once the bytes say."""
+        assert self._probe is not None
+        seen = self._probe + data
+        if any(seen.startswith(probe) for probe in _PROBES):
+            self._end_probe()
+            self._open()
+            self._inner.data_received(seen)
+        elif len(seen) >= _PROBE_BYTES or not any(p.startswith(seen) for p in _PROBES):
+            self._end_probe()
+            self._refuse()
+        else:
+            self._probe = seen
+
     def data_received(self, data: bytes) -> None:
+        if self._probe is not None:
+            self._probed(data)
+            return
         if self._inner is None:
             return
         if self._idle:  # the first byte of the next request
@@ -152,9 +218,13 @@ class _GuardedConnection(asyncio.Protocol):
         return self._inner.eof_received() if self._inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._end_probe()
         if self._inner is not None:
             self._guard._release(self._inner)
             self._inner.connection_lost(exc)
+        callbacks, self.lost_callbacks = self.lost_callbacks, []
+        for callback in callbacks:
+            callback()
 
     def pause_writing(self) -> None:
         if self._inner is not None:
@@ -171,6 +241,10 @@ class _GuardedConnection(asyncio.Protocol):
         self._idle = True  # idle connections are aiohttp's keep-alive timeout's
 
     def close_for_slowness(self) -> None:
+        if self._probe is not None:  # past the cap, and silent: it hears why
+            self._end_probe()
+            self._refuse()
+            return
         if self._transport is not None:
             peer = self._transport.get_extra_info("peername")
             _log.info("closing connection from %s: no complete request headers in time", peer)

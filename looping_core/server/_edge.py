@@ -16,6 +16,7 @@ import email.utils
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -273,15 +274,47 @@ async def write_stream(
             "X-Accel-Buffering": "no",  # proxies must not hold events back
         }
     )
-    await answer.prepare(request)
-    answered()
+    services = request.app[SERVICES]
+    streaming = services.edge.config.streaming
+    handler = asyncio.current_task()
+    gone = False
+
+    def client_gone() -> None:  # its connection closed: stop waiting for events for it
+        nonlocal gone
+        gone = True
+        if handler is not None:
+            handler.cancel()
+
+    forget = services.guard.on_lost(request, client_gone)
     try:
-        async for event in stream.events():
-            if event is None:
-                await answer.write(b": keep-alive\n\n")
-                continue
-            seq, body = event
-            await answer.write(f"id: {seq}\ndata: {frame(body)}\n\n".encode())
+        await answer.prepare(request)
+        answered()
+        async with (
+            asyncio.timeout_at(_token_deadline(request)),
+            contextlib.aclosing(stream.events()) as events,
+        ):
+            async for event in events:
+                data = b": keep-alive\n\n"
+                if event is not None:
+                    data = f"id: {event[0]}\ndata: {frame(event[1])}\n\n".encode()
+                if not await _written(answer, data, streaming.write_timeout_seconds):
+                    _log.info(
+                        "stream client %s took no event for %g s; disconnected (dropped)",
+                        request.remote, streaming.write_timeout_seconds,
+                    )  # fmt: skip
+                    _metrics.STREAM_DROPS.inc()
+                    if request.transport is not None:
+                        request.transport.abort()
+                    return answer
+    except asyncio.CancelledError:
+        if not gone:
+            raise  # the server is stopping
+        if handler is not None:
+            handler.uncancel()
+        _log.info("stream client %s went away", request.remote)
+        return answer
+    except TimeoutError:  # its token expired: the client resumes with a new one
+        _log.info("stream of %s ended: its gateway token expired", request.remote)
     except ConnectionError:  # aiohttp's ClientConnectionResetError is one
         _log.info("stream client %s went away", request.remote)
         return answer
@@ -293,9 +326,36 @@ async def write_stream(
         _log.exception("stream of %s failed", request.path)
         with contextlib.suppress(Exception):
             await answer.write(f"event: error\ndata: {failed(InternalError())}\n\n".encode())
+    finally:
+        forget()
+        stream.close()
     with contextlib.suppress(Exception):
         await answer.write_eof()
     return answer
+
+
+async def _written(answer: web.StreamResponse, data: bytes, timeout: float) -> bool:
+    """Write `data`; `False` when the client took none of it within `timeout` (its socket
+    buffers full: it stopped reading)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await answer.write(data)
+    except TimeoutError:
+        return False
+    return True
+
+
+TOKEN_EXPIRES: web.RequestKey[float] = web.RequestKey("looping_token_expires", float)
+"""When the request's verified gateway token expires, plus the leeway (epoch seconds)."""
+
+
+def _token_deadline(request: web.Request) -> float | None:
+    """The event loop's time at which the request's token runs out (`None`: no deadline)."""
+    expires: float | None = request.get(TOKEN_EXPIRES)
+    if expires is None:
+        return None
+    loop = asyncio.get_running_loop()
+    return loop.time() + (expires - time.time())
 
 
 class ClientGone(Exception):
@@ -417,6 +477,9 @@ async def authenticate(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None
     bind(tenant=identity.tenant, subject=identity.subject)  # this request's log lines say so
+    expires = read_unverified(token.strip())[1].get("exp")  # verified just now
+    if isinstance(expires, int | float) and not isinstance(expires, bool):
+        request[TOKEN_EXPIRES] = float(expires) + policy.leeway_seconds
     return identity
 
 

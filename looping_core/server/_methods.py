@@ -7,7 +7,7 @@ touches is the verified caller's own (the store scopes each query to the caller)
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -267,21 +267,34 @@ def _hub(context: CallContext) -> EventHub:
 async def send_streaming_message(context: CallContext, params: SendMessageRequest) -> TaskStream:
     """SendMessage, answered as a stream of the task's events: the task first, then its status
     and artifact updates until it ends or asks for input. A retried send with `Last-Event-ID`
-    goes on from there (the messageId names the same task)."""
-    _hub(context)
-    task = (await _accept(context, params)).task
-    return await _task_stream(context, task.id, subscribing=False)
+    goes on from there (the messageId names the same task). A caller at its stream cap is
+    refused before anything is accepted."""
+    release = _hub(context).reserve(context.identity)
+    try:
+        task = (await _accept(context, params)).task
+        return await _task_stream(context, task.id, subscribing=False, release=release)
+    except BaseException:
+        release()
+        raise
 
 
 async def subscribe_to_task(context: CallContext, params: SubscribeToTaskRequest) -> TaskStream:
     """The stream of a running task: its snapshot first (or, with `Last-Event-ID`, the events
     after that one), then its updates until it ends or asks for input."""
-    _hub(context)
     _check_ids(("params.id", params.id, True))
-    return await _task_stream(context, params.id, subscribing=True)
+    release = _hub(context).reserve(context.identity)
+    try:
+        return await _task_stream(context, params.id, subscribing=True, release=release)
+    except BaseException:
+        release()
+        raise
 
 
-async def _task_stream(context: CallContext, task_id: str, *, subscribing: bool) -> TaskStream:
+async def _task_stream(
+    context: CallContext, task_id: str, *, subscribing: bool, release: Callable[[], None]
+) -> TaskStream:
+    """The stream, holding the caller's stream slot `release` gives back (at once when the
+    stream is its snapshot alone)."""
     hub, store = _hub(context), context.services.store
     heartbeat = context.services.edge.config.streaming.heartbeat_seconds
     after = _last_event_id(context.last_event_id)
@@ -295,8 +308,9 @@ async def _task_stream(context: CallContext, task_id: str, *, subscribing: bool)
             )
         first = (cursor, json.dumps(to_wire(StreamResponse(task=task)), separators=(",", ":")))
         if state.is_terminal or state.is_interrupted:
+            release()
             return TaskStream(hub, None, first, heartbeat)
-        return TaskStream(hub, hub.subscribe(task_id, cursor), first, heartbeat)
+        return TaskStream(hub, hub.subscribe(task_id, cursor), first, heartbeat, release)
     state, cursor = await store.latest_event(context.identity, task_id)
     if after > cursor:
         raise InvalidParams(
@@ -310,7 +324,7 @@ async def _task_stream(context: CallContext, task_id: str, *, subscribing: bool)
             "input); GetTask returns it",
             metadata={"taskId": task_id},
         )
-    return TaskStream(hub, hub.subscribe(task_id, after), None, heartbeat)
+    return TaskStream(hub, hub.subscribe(task_id, after), None, heartbeat, release)
 
 
 def _last_event_id(header: str | None) -> int | None:

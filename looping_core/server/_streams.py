@@ -14,15 +14,18 @@ the turn and the other subscribers never wait, and the client resumes with `Last
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Callable
 
 import attrs
 
 from looping_core import _metrics
+from looping_core.a2a._errors import TooManyStreams
 from looping_core.config import StreamingConfig
+from looping_core.contract import Identity
 from looping_core.store import StoreUnavailable, TaskEvent, TaskStore
 
 __all__ = ["EventHub", "Subscription", "TaskStream"]
@@ -99,6 +102,30 @@ class EventHub:
         """Where the look for other processes' events goes on from (SQLite's event ids)."""
         store.watch_events(self.written)
         self._notices = store.event_notices(self.written, self._read_all)
+        self._open: collections.Counter[Identity] = collections.Counter()
+        """Open streams per caller (tenant, issuer, subject), for `max_streams_per_caller`."""
+
+    def reserve(self, caller: Identity) -> Callable[[], None]:
+        """Count a stream of `caller` (`TooManyStreams` past the cap); returns what releases
+        it (idempotent)."""
+        if self._open[caller] >= self._config.max_streams_per_caller:
+            raise TooManyStreams(
+                f"This caller has {self._config.max_streams_per_caller} streams open here "
+                "already ([streaming] max_streams_per_caller); close one, or use GetTask",
+                metadata={"maxStreams": str(self._config.max_streams_per_caller)},
+            )
+        self._open[caller] += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self._open[caller] -= 1
+                if self._open[caller] <= 0:
+                    del self._open[caller]
+
+        return release
 
     async def start(self) -> None:
         """Start reading (and, on PostgreSQL, listening: then polling is only a safety net,
@@ -228,8 +255,18 @@ class TaskStream:
     """`None`: the task had ended or asked for input at the snapshot; nothing follows it."""
     first: tuple[int, str] | None
     heartbeat_seconds: float
+    release: Callable[[], None] = lambda: None
+    """Gives back the caller's stream slot (`EventHub.reserve`); the edge calls it when the
+    stream's response ends, however it ends."""
 
-    async def events(self) -> AsyncIterator[tuple[int, str] | None]:
+    def close(self) -> None:
+        """Release the caller's slot and the subscription (idempotent; for a stream never
+        iterated, or cut off)."""
+        self.release()
+        if self.subscription is not None:
+            self.hub.unsubscribe(self.subscription)
+
+    async def events(self) -> AsyncGenerator[tuple[int, str] | None, None]:
         """`(number, StreamResponse JSON)` per event, `None` for a heartbeat; ends after an
         event that ends the stream, or when the subscription ends (dropped, server stopping)."""
         subscription = self.subscription

@@ -114,6 +114,20 @@ class ProgressAgent(Agent):
         return TurnResult(reply=(TextBlock("done"),), artifacts=(whole,))
 
 
+class FloodAgent(Agent):
+    """`flood:<key>`: streams 40 artifact chunks of 256 KB (10 MB of events, more than any
+    socket buffers), then holds until `RELEASE[key]` is set and completes."""
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        key = text_of(turn).removeprefix("flood:")
+        assert turn.events is not None
+        chunk = ArtifactOut(name="flood", blocks=(TextBlock("x" * 256 * 1024),))
+        for _ in range(40):
+            await turn.events.artifact(chunk, append=True)
+        await RELEASE.setdefault(key, asyncio.Event()).wait()
+        return TurnResult(reply=(TextBlock("done"),))
+
+
 class DirectAgent(Agent):
     """Answers with a direct message, not a task."""
 

@@ -150,6 +150,36 @@ async def test_a_body_that_does_not_arrive_in_time_is_answered_408(
     await still_serves(agent, gateway)
 
 
+async def test_health_probes_are_answered_when_the_connections_are_all_taken(
+    gateway: FakeGateway, no_errors: None
+) -> None:
+    """An orchestrator must see a full server as busy, not dead: past `max_connections`,
+    `/healthz` and `/readyz` are still answered (a few at once); anything else gets 503, and
+    a connection that says nothing gets 503 at the header deadline."""
+    async for agent in running(gateway, "max_connections = 3\nheader_timeout_seconds = 0.3"):
+        held = [await connect(agent) for _ in range(3)]
+        for _, writer in held:  # a request each, so the header deadline does not close them
+            writer.write(b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        for reader, _ in held:
+            await reader.readuntil(b"\r\n\r\n")
+        assert agent.app[SERVICES].guard.open_connections == 3
+        for path in ("/healthz", "/readyz", "/healthz"):
+            reader, writer = await connect(agent)
+            writer.write(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode())
+            writer.write(b"Connection: close\r\n\r\n")  # in two writes: the guard waits
+            assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 200"), path
+            writer.close()
+        reader, writer = await connect(agent)
+        writer.write(b"POST /a2a HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 503")
+        writer.close()
+        reader, writer = await connect(agent)  # silent: 503 at the header deadline
+        assert (await closed_by_server(reader)).startswith(b"HTTP/1.1 503")
+        writer.close()
+        for _, other in held:
+            other.close()
+
+
 async def test_connections_beyond_the_cap_are_refused_503_then_served_again(
     gateway: FakeGateway, no_errors: None
 ) -> None:
@@ -160,8 +190,10 @@ async def test_connections_beyond_the_cap_are_refused_503_then_served_again(
                 break
             await asyncio.sleep(0.01)
         reader, writer = await connect(agent)
+        writer.write(b"GET /.well-known/jwks.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         answer = await closed_by_server(reader)
         assert answer.startswith(b"HTTP/1.1 503")
+        assert b"Retry-After: 1" in answer
         writer.close()
         _, first = held.pop()
         first.close()
