@@ -238,6 +238,12 @@ STORE_COMMIT_SECONDS = Histogram(
     "Time to run and commit one store transaction (a batch).",
     buckets=_SECONDS,
 )
+RETENTION_DELETED = Counter(
+    "looping_retention_deleted",
+    "Rows [retention] deleted, by kind (tasks: ended tasks with their messages, artifacts,"
+    " events and pushes; sessions; events; pushes).",
+    ("kind",),
+)
 STORE_OUTAGES = Counter(
     "looping_store_outages",
     "Times this process found the store out of reach (a restart, a lost connection, SQLite"

@@ -37,6 +37,7 @@ from looping_core.gateway import (
 )
 from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
+from looping_core.runner import run_retention
 from looping_core.store import (
     Database,
     StoreError,
@@ -338,6 +339,35 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
     )
     if tasks:
         click.echo("restart this node's server to resume or fail those turns (on_restart)")
+
+
+@db.command("prune")
+@_config_option
+@_clean_errors
+def db_prune(config_path: Path | None) -> None:
+    """Delete finished work now, as [retention] says (the server does it every
+    interval_seconds): ended tasks with all that hangs off them, old events, pushes done with."""
+    config = load_config(resolve_config_path(config_path))
+    if _no_database_yet(config):
+        click.echo("no database yet: nothing to prune")
+        return
+    if _on_store(config, migration_status).pending:
+        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    database = Database.from_url(config.store.location())
+
+    async def pass_once() -> Any:
+        return await run_retention(database, config.retention)
+
+    try:
+        counts = asyncio.run(pass_once())
+    except StoreError as exc:
+        raise StoreError(connection_problem(exc) or str(exc)) from None
+    finally:
+        database.close()
+    click.echo(
+        f"deleted {counts.tasks} ended task(s), {counts.sessions} session(s), {counts.events}"
+        f" event(s) and {counts.pushes} push(es)"
+    )
 
 
 def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:

@@ -17,12 +17,14 @@ from looping_core.config._model import (
     LOG_FORMATS,
     LOG_LEVELS,
     MAX_WORKERS,
+    RETENTION_INTERVALS,
     CardConfig,
     LoopSettings,
     ModelChoice,
     ObservabilityConfig,
     PluginsConfig,
     PushConfig,
+    RetentionConfig,
     RunnerConfig,
     SecurityConfig,
     ServerConfig,
@@ -41,6 +43,7 @@ __all__ = [
     "check_cross_references",
     "check_model",
     "check_observability",
+    "check_retention",
     "check_runner",
     "check_security",
     "check_server",
@@ -131,6 +134,23 @@ def check_security(security: SecurityConfig) -> list[str]:
                 "x must be a base64url Ed25519 public key (32 bytes) "
                 f"@ $.security.retired_keys[{index}].x"
             )
+    return problems
+
+
+def check_retention(retention: RetentionConfig) -> list[str]:
+    problems = [
+        f"must not be negative (0 keeps it forever) @ $.retention.{name}"
+        for name in (
+            "finished_after_seconds", "events_after_seconds", "delivered_pushes_after_seconds"
+        )
+        if getattr(retention, name) < 0
+    ]  # fmt: skip
+    if retention.interval_seconds not in RETENTION_INTERVALS:
+        problems.append(
+            "interval_seconds must be a whole number of minutes that divides an hour or of "
+            "hours that divides a day (60, 300, 600, 900, 1800, 3600, 21600, 86400, ...) "
+            "@ $.retention.interval_seconds"
+        )
     return problems
 
 

@@ -23,6 +23,7 @@ from looping_core.config._checks import (
     check_loop,
     check_model,
     check_observability,
+    check_retention,
     check_runner,
     check_security,
     check_server,
@@ -37,6 +38,7 @@ from looping_core.config._model import (
     ObservabilityConfig,
     PluginsConfig,
     PushConfig,
+    RetentionConfig,
     RunnerConfig,
     SecurityConfig,
     ServerConfig,
@@ -156,13 +158,14 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     push = _parse_section(raw, "push", PushConfig, problems)
     streaming = _parse_section(raw, "streaming", StreamingConfig, problems)
     observability = _parse_section(raw, "observability", ObservabilityConfig, problems)
+    retention = _parse_section(raw, "retention", RetentionConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), StubCardConfig, "$.card")
         problems.extend(card_problems)
     sections = [
         "server", "security", "store", "card", "runner", "push", "streaming", "observability",
-        "plugins",
+        "retention", "plugins",
     ]  # fmt: skip
     for unknown in raw:
         close = difflib.get_close_matches(unknown, [*sections, "tenants"], n=1)
@@ -177,6 +180,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     problems.extend(check_streaming(streaming))
     problems.extend(check_store(store))
     problems.extend(check_observability(observability, server))
+    problems.extend(check_retention(retention))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:
@@ -200,6 +204,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         push=push,
         streaming=streaming,
         observability=observability,
+        retention=retention,
         plugins=plugins,
         tenants=tenants,
     )

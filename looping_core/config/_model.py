@@ -298,6 +298,30 @@ LOG_FORMATS = ("text", "json")
 
 
 @attrs.frozen
+class RetentionConfig:
+    """`[retention]`: how long finished work is kept. 0 keeps it forever. Never a task that has
+    not ended (one waiting for input included), never a push still being delivered."""
+
+    finished_after_seconds: int = 30 * 86400
+    """Ended tasks (completed, failed, canceled, rejected) this long after their end, with all
+    that hangs off them: messages, artifacts, events, push configs, their pushes and attempts,
+    subtasks, and the sessions of their conversations once no task of it is left."""
+    events_after_seconds: int = 86400
+    """Events of ended tasks this old (streams resume from them only while a task runs)."""
+    delivered_pushes_after_seconds: int = 86400
+    """Pushes done with (delivered, failed, expired) this old, with their attempts."""
+    interval_seconds: int = 3600
+    """How often it runs: a whole number of minutes that divides an hour, or of hours that
+    divides a day (the job engine runs it as a periodic job; embedded, a timer)."""
+
+
+RETENTION_INTERVALS = (
+    *(60 * m for m in (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)),
+    *(3600 * h for h in (1, 2, 3, 4, 6, 8, 12, 24)),
+)
+
+
+@attrs.frozen
 class ObservabilityConfig:
     """`[observability]`: how the server logs, where it exposes metrics and sends traces."""
 
@@ -365,6 +389,7 @@ class Config:
     push: PushConfig = PushConfig()
     streaming: StreamingConfig = StreamingConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
+    retention: RetentionConfig = RetentionConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 

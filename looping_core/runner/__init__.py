@@ -3,6 +3,7 @@
 - `EmbeddedRunner`: runs turns in process, at most `concurrency` at a time; on SQLite it is told
   of each turn by the edge, with a job engine it runs the turns of the jobs it is given;
 - `PushDeliverer`: sends the outbox's pushes (its own loop, or one job at a time);
+- `run_retention`, `keep_pruning`: `[retention]`'s pass, and its timer in the embedded mode;
 - `JobEngine`, `EngineHooks`: turns and pushes as procrastinate jobs on PostgreSQL (imported on
   first use: procrastinate comes with the `postgres` extra); `apply_engine_schema` and
   `engine_schema` manage its tables, `queue_orphans` gives rows from before it their jobs.
@@ -12,6 +13,7 @@ from typing import Any
 
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._embedded import EmbeddedRunner
+from looping_core.runner._retention import cron_of, keep_pruning, run_retention
 
 __all__ = [
     "JOB_QUEUES",
@@ -21,8 +23,11 @@ __all__ = [
     "JobEngine",
     "PushDeliverer",
     "apply_engine_schema",
+    "cron_of",
     "engine_schema",
+    "keep_pruning",
     "queue_orphans",
+    "run_retention",
 ]
 
 _LAZY = {

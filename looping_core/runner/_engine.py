@@ -40,10 +40,11 @@ from procrastinate.manager import JobManager
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core.a2a import TaskState
-from looping_core.config import RunnerConfig
+from looping_core.config import RetentionConfig, RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._embedded import EmbeddedRunner
-from looping_core.store import JobAlreadyQueued, StoreUnavailable, TaskStore
+from looping_core.runner._retention import cron_of, run_retention
+from looping_core.store import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
 
 __all__ = [
     "PUSH_QUEUE",
@@ -60,6 +61,7 @@ _log = logging.getLogger("looping_core.runner")
 TURN_TASK = "looping.run_turn"
 PUSH_TASK = "looping.deliver_push"
 SWEEP_TASK = "looping.retry_stalled_jobs"
+PRUNE_TASK = "looping.prune"
 TURN_QUEUE = "looping-turns"
 PUSH_QUEUE = "looping-pushes"
 SWEEP_QUEUE = "looping-sweeps"
@@ -174,8 +176,14 @@ class JobEngine:
         runner: EmbeddedRunner,
         deliverer: PushDeliverer,
         config: RunnerConfig,
+        *,
+        database: Database,
+        retention: RetentionConfig,
     ) -> None:
+        """`database` and `retention`: what the periodic retention job prunes, and how."""
         self._store = store
+        self._database = database
+        self._retention = retention
         self._runner = runner
         self._deliverer = deliverer
         self._config = config
@@ -197,6 +205,15 @@ class JobEngine:
         cron = f"* * * * * */{seconds}" if seconds < 60 else "* * * * *"
         sweep = self.app.task(name=SWEEP_TASK, queue=SWEEP_QUEUE, queueing_lock=SWEEP_TASK)
         self.app.periodic(cron=cron)(sweep(self._retry_stalled_jobs))
+        prune = self.app.task(name=PRUNE_TASK, queue=SWEEP_QUEUE, queueing_lock=PRUNE_TASK)
+        self.app.periodic(cron=cron_of(self._retention.interval_seconds))(prune(self._prune))
+
+    async def _prune(self, timestamp: int) -> None:
+        """`[retention]`'s pass, as a periodic job: one worker runs it, whichever."""
+        try:
+            await run_retention(self._database, self._retention)
+        except StoreUnavailable:
+            return  # the store said so; the next period goes on
 
     async def _run_turn(self, task_id: str) -> None:
         try:

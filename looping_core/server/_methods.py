@@ -41,7 +41,7 @@ from looping_core.a2a._parts import media_type_accepted, media_type_of
 from looping_core.content import ContentError
 from looping_core.server._edge import CallContext
 from looping_core.server._streams import EventHub, TaskStream
-from looping_core.store import TurnStart
+from looping_core.store import TaskStore, TurnStart
 
 __all__ = ["METHODS"]
 
@@ -324,7 +324,20 @@ async def _task_stream(
             "input); GetTask returns it",
             metadata={"taskId": task_id},
         )
+    if state.is_terminal and not await _events_kept_after(store, task_id, after):
+        raise UnsupportedOperation(
+            "The task has ended and the events after that one are no longer kept "
+            "([retention] events_after_seconds); GetTask returns it",
+            metadata={"taskId": task_id},
+        )
     return TaskStream(hub, hub.subscribe(task_id, after), None, heartbeat, release)
+
+
+async def _events_kept_after(store: TaskStore, task_id: str, after: int) -> bool:
+    """Whether the event after `after` is still stored (retention deletes old events of ended
+    tasks; a stream resumed across the gap would wait for it forever)."""
+    events = await store.events_after({task_id: after})
+    return bool(events) and events[0].seq == after + 1
 
 
 def _last_event_id(header: str | None) -> int | None:

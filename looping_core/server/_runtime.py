@@ -9,6 +9,8 @@ whoever accepted them; the engine recovers dead workers' jobs.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -20,7 +22,7 @@ from looping_core.a2a._push import PushSigner
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
-from looping_core.runner import EmbeddedRunner, PushDeliverer
+from looping_core.runner import EmbeddedRunner, PushDeliverer, keep_pruning
 from looping_core.store import Database, SessionStore, SubtaskStore, TaskStore
 
 if TYPE_CHECKING:
@@ -95,15 +97,23 @@ async def open_runtime(
         if engine:
             from looping_core.runner._engine import JobEngine  # noqa: PLC0415
 
-            jobs = JobEngine(config.store.location(), store, runner, deliverer, config.runner)
+            jobs = JobEngine(
+                config.store.location(), store, runner, deliverer, config.runner,
+                database=database, retention=config.retention,
+            )  # fmt: skip
             await jobs.open()
         elif config.push.progress:
             store.watch_events(lambda _task_id: deliverer.wake())
+        pruning: asyncio.Task[None] | None = None
         try:
             await runner.recover()
             runner.watch_cancellations()
             if jobs is None:
                 deliverer.start()
+                if worker == 0:  # one timer per store (the supervisor's other workers share it)
+                    pruning = asyncio.create_task(
+                        keep_pruning(database, config.retention), name="looping-retention"
+                    )
             elif run_jobs:
                 from looping_core.runner import JOB_QUEUES  # noqa: PLC0415
 
@@ -113,6 +123,10 @@ async def open_runtime(
                 )
             yield Runtime(store, runner, deliverer, session, jobs)
         finally:
+            if pruning is not None:
+                pruning.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await pruning
             if jobs is not None:
                 await jobs.close()  # its worker first: it stops the turns it runs
             await runner.close()

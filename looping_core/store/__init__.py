@@ -11,7 +11,8 @@
 - task events: every status and artifact update, numbered per task (`TaskEvent`), for streams
   that resume where they left off;
 - `SubtaskStore`: the subtasks of tasks' delegation plans, their states and results;
-- `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones.
+- `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones;
+- `prune`: delete finished work past its `RetentionPolicy`, in bounded batches.
 """
 
 from looping_core.store._db import (
@@ -45,6 +46,7 @@ from looping_core.store._migrations import (
 )
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._owners import adopt_node, adopt_orphans
+from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
 from looping_core.store._rows import NON_TERMINAL, now_us
 from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
@@ -62,7 +64,9 @@ __all__ = [
     "Migration",
     "MigrationStatus",
     "OutboxItem",
+    "PruneCounts",
     "PushConfigNotFound",
+    "RetentionPolicy",
     "SessionStore",
     "StoreError",
     "StoreRefusal",
@@ -84,6 +88,7 @@ __all__ = [
     "now_us",
     "open_database",
     "plugin_versions",
+    "prune",
     "store_url_problem",
     "upgrade",
 ]
