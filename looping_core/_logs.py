@@ -50,6 +50,8 @@ _ESCAPES = {code: f"\\x{code:02x}" for code in (*range(0x20), *range(0x7F, 0xA0)
 def safe(value: str, limit: int = MAX_VALUE) -> str:
     """`value` fit for one log line: control characters escaped, cut at `limit` characters
     (saying how many there were)."""
+    if len(value) <= limit and value.isprintable():
+        return value  # the usual case: no control character, no separator but the space
     cut = value if len(value) <= limit else value[:limit]
     escaped = cut.translate(_ESCAPES)
     if len(value) > limit:
@@ -110,16 +112,15 @@ class _Safe(logging.Filter):
             message = f"{record.msg!s} {record.args!r}"
         record.msg, record.args = safe(message, MAX_MESSAGE), None
         for name, value in vars(record).items():
-            if isinstance(value, str) and name not in _KEEP and not name.startswith("_"):
-                setattr(record, name, safe(value))
+            if name not in _OWN and isinstance(value, str) and not name.startswith("_"):
+                setattr(record, name, safe(value))  # a field: bound or passed as `extra`
         record._looping_safe = True
         return True
 
 
-_KEEP = frozenset(
-    {"msg", "context", "exc_text", "stack_info", "pathname", "filename", "module", "funcName"}
-)
-"""Record attributes that are the server's own or already safe."""
+_OWN = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"context"}
+"""A record's own attributes (the logger's name, the level, where it was logged...) and the
+context suffix, which `_Context` made safe: only fields are escaped one by one."""
 
 
 def _safe_argument(value: Any) -> Any:

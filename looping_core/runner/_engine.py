@@ -29,11 +29,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import procrastinate
+import procrastinate.worker
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate.manager import JobManager
@@ -86,6 +87,19 @@ OUTAGE_RETRY_SECONDS = 1.0
 def _one_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+class _Worker(procrastinate.worker.Worker):
+    """procrastinate's worker, telling `on_stop` the moment it decides to stop (its store went
+    away, say), not when its shutdown is over: readiness must not say "running" meanwhile."""
+
+    def __init__(self, *, on_stop: Callable[[], None], **options: Any) -> None:
+        super().__init__(**options)
+        self._on_stop = on_stop
+
+    def stop(self) -> None:
+        self._on_stop()
+        super().stop()  # type: ignore[no-untyped-call]
 
 
 class RetryLater(Exception):
@@ -308,15 +322,14 @@ class JobEngine:
             if asyncio.get_running_loop().time() - began > _RETRY_MAX:
                 delay = _RETRY_FIRST  # it had been working: start over quickly
             _log.warning("job worker %s stopped (%s); starting it again in %g s", name, why, delay)
-            self._down.add(name)
-            try:
-                await asyncio.sleep(delay)
-            finally:
-                self._down.discard(name)
+            self._down.add(name)  # until the next try begins (`_run_worker`)
+            await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MAX)
 
     async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
-        await self.app.run_worker_async(
+        worker = _Worker(
+            on_stop=lambda: self._down.add(name),
+            app=self.app,
             queues=queues,
             concurrency=concurrency,
             name=name,
@@ -331,6 +344,8 @@ class JobEngine:
             stalled_worker_timeout=self._config.stalled_after_seconds,
             shutdown_graceful_timeout=SHUTDOWN_GRACE_SECONDS,
         )
+        self._down.discard(name)
+        await worker.run()  # type: ignore[no-untyped-call]
 
     @property
     def running(self) -> bool:
