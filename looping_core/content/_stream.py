@@ -8,6 +8,7 @@ calls' arguments (or two images) are never spliced together however their fragme
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 import attrs
@@ -182,8 +183,13 @@ class Accumulator:
             block: AssistantContent = item.kind(text=text)
             return block
         if isinstance(item, _ToolCall):
-            if not item.id or not item.name:
-                raise AccumulatorError(f"tool call {item.index} never received its id and name")
+            if not item.name:
+                missing = "its name" if item.id else "its id and name"
+                raise AccumulatorError(f"tool call {item.index} never received {missing}")
+            if not item.id:
+                # Some OpenAI-compatible servers send an empty id: the call gets one of its own,
+                # so its result can still be matched to it.
+                item.id = f"call_{uuid.uuid4().hex[:24]}"
             raw = "".join(item.arguments).strip() or "{}"
             try:
                 arguments = json.loads(raw)

@@ -115,6 +115,19 @@ async def test_interleaved_tool_calls_are_kept_apart(
     ]
 
 
+async def test_a_tool_call_sent_with_an_empty_id_gets_one_and_goes_on(
+    server: FakeModelServer, model_on: Callable[..., OpenAIChatModel]
+) -> None:
+    """Some OpenAI-compatible servers send `"id": ""` for a tool call; it used to fail the
+    whole turn (MODEL_ERROR)."""
+    server.replies.append(Reply.tool_calls(("", "notes.add", {"text": "milk"})))
+    tools = (ToolSpec("notes.add", "Adds a note.", {"type": "object"}),)
+    response = await respond(model_on(server), ModelRequest(HELLO.messages, tools=tools))
+    [call] = response.tool_calls
+    assert (call.name, call.input) == ("notes.add", {"text": "milk"})
+    assert call.id.startswith("call_")
+
+
 async def test_reasoning_refusals_and_detailed_usage_are_mapped(
     server: FakeModelServer, model_on: Callable[..., OpenAIChatModel]
 ) -> None:

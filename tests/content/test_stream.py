@@ -29,6 +29,22 @@ def fold(*chunks: Chunk) -> tuple:  # type: ignore[type-arg]
     return accumulator.blocks()
 
 
+def test_a_tool_call_without_an_id_gets_one_of_its_own() -> None:
+    """Some OpenAI-compatible servers send `"id": ""`: the call goes on with an id of its own
+    (distinct per call), instead of failing the whole response."""
+    accumulator = Accumulator()
+    accumulator.feed(ToolUseChunk(0, '{"q": ', name="search"))
+    accumulator.feed(ToolUseChunk(1, "{}", name="list"))
+    accumulator.feed(ToolUseChunk(0, '"x"}'))
+    first, second = accumulator.blocks()
+    assert isinstance(first, ToolUseBlock)
+    assert isinstance(second, ToolUseBlock)
+    assert (first.name, first.input, second.name) == ("search", {"q": "x"}, "list")
+    assert first.id.startswith("call_")
+    assert second.id.startswith("call_")
+    assert first.id != second.id
+
+
 def test_interleaved_tool_call_fragments_stay_apart() -> None:
     blocks = fold(
         ToolUseChunk(0, '{"city": "Li', id="call_a", name="weather"),
@@ -92,6 +108,7 @@ def test_two_calls_on_one_index_are_refused() -> None:
             "tool call 0 has arguments that are not a JSON object",
         ),
         ((ToolUseChunk(0, "{}"),), "tool call 0 never received its id and name"),
+        ((ToolUseChunk(0, "{}", id="a"),), "tool call 0 never received its name$"),
         ((ImageChunk(0, b"x"),), "image 0 never received its media type"),
         (
             (ImageChunk(0, b"x", "image/png"), ImageChunk(0, b"y", "image/gif")),
