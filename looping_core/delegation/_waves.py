@@ -114,7 +114,9 @@ async def run_waves(
     current = {record.subtask_id: record for record in records}
     reports: list[WaveReport] = []
     slots = asyncio.Semaphore(setup.max_parallel)
-    wave = max((r.wave or 0 for r in records), default=0)
+    # Waves are numbered as they ran: a subtask a crash interrupted (running) runs again in the
+    # next wave after the last one that finished anything, not one past its own number.
+    wave = max((r.wave or 0 for r in records if r.state not in ("pending", "running")), default=0)
     while True:
         await _fail_blocked(current, log)
         ready = [

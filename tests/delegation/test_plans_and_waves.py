@@ -218,6 +218,24 @@ async def test_a_finished_subtask_is_not_run_again_and_a_changed_one_starts_afre
     assert len([s for s in sessions.logs if s.startswith("b@")]) == 2
 
 
+async def test_waves_resumed_after_a_crash_are_numbered_as_they_ran() -> None:
+    """Wave 1 done, wave 2 interrupted: the resumed run's first wave is 2, not 3 (it used to
+    skip a number, and the metadata listed waves 1 and 3)."""
+    model, log = Briefed(), Subtasks()
+    plan = records(FIVE_IN_THREE_WAVES)
+    first, _ = await run_waves(plan, recipes_of(plan), log, setup(model, Sessions()))
+    done = {r.subtask_id: r for r in first}
+    crashed = [
+        done["a"], done["b"],
+        attrs.evolve(done["c"], state="running", result=None, fingerprint=None),
+        attrs.evolve(done["d"], state="running", result=None, fingerprint=None),
+        attrs.evolve(done["e"], state="pending", result=None, wave=None, fingerprint=None),
+    ]  # fmt: skip
+    finished, waves = await run_waves(crashed, recipes_of(plan), log, setup(Briefed(), Sessions()))
+    assert [(w.wave, w.subtasks) for w in waves] == [(2, ("c", "d")), (3, ("e",))]
+    assert {r.subtask_id: r.wave for r in finished} == {"a": 1, "b": 1, "c": 2, "d": 2, "e": 3}
+
+
 async def test_cancel_stops_every_running_subagent() -> None:
     model, log = Briefed(delay=30), Subtasks()
     plan = records({"a": [], "b": [], "c": ["a"]})
