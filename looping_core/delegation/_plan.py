@@ -85,11 +85,17 @@ def parse_plan(
     problems: list[str] = []
     planned: list[PlannedSubtask] = []
     seen: set[str] = set()
+    # Every id the plan names, valid subtask or not: a dependency on a subtask with problems of
+    # its own is that subtask's problem, not a missing one.
+    declared = {
+        item["id"] for item in raw if isinstance(item, Mapping) and isinstance(item.get("id"), str)
+    }
     for index, item in enumerate(raw):
         where = f"subtasks[{index}]"
         if not isinstance(item, Mapping):
             problems.append(f"{where}: must be an object")
             continue
+        _missing_dependencies(item, where, declared, problems)
         found = _subtask(item, where, types, problems)
         if found is None:
             continue
@@ -98,15 +104,25 @@ def parse_plan(
             continue
         seen.add(found.id)
         planned.append(found)
-    for subtask in planned:
-        for dependency in subtask.depends_on:
-            if dependency not in seen:
-                problems.append(f"subtask {subtask.id}: depends on {dependency!r}, not in the plan")
     if not problems:
         cycle = _cycle(planned)
         if cycle:
             problems.append("cycle: " + " -> ".join(cycle))
     return ([] if problems else planned), problems
+
+
+def _missing_dependencies(
+    item: Mapping[str, Any], where: str, declared: set[str], problems: list[str]
+) -> None:
+    """Dependencies on ids the plan does not have, named with every other problem at once
+    (also for a subtask with problems of its own)."""
+    depends_on = item.get("depends_on", [])
+    if not isinstance(depends_on, list):
+        return  # `_subtask` names that
+    name = item.get("id") if isinstance(item.get("id"), str) else where
+    for dependency in depends_on:
+        if isinstance(dependency, str) and dependency not in declared:
+            problems.append(f"subtask {name}: depends on {dependency!r}, not in the plan")
 
 
 def _subtask(

@@ -79,6 +79,25 @@ def test_a_plan_with_problems_is_refused_whole_with_every_problem_named() -> Non
     assert "subtask d: depends on 'zz', not in the plan" in text
 
 
+def test_a_subtask_with_schema_errors_has_its_missing_dependencies_named_too() -> None:
+    """Every problem at once: a subtask whose params are wrong also has its dependency on a
+    missing id named (it used to come only on the next round), and a dependency on a subtask
+    that has problems of its own is not called missing."""
+    planned, problems = parse_plan(
+        {
+            "subtasks": [
+                {"id": "a", "type": "research", "params": {"depth": 1}, "depends_on": ["ghost"]},
+                {"id": "b", "type": "research", "params": {"topic": "y"}, "depends_on": ["a"]},
+            ]
+        },
+        TYPES,
+    )
+    assert planned == []
+    assert "subtask a: depends on 'ghost', not in the plan" in problems
+    assert "required field missing at subtasks[0].params.topic" in problems
+    assert not any("'a', not in the plan" in p for p in problems)
+
+
 def test_a_cycle_is_named() -> None:
     plan = {
         "subtasks": [
