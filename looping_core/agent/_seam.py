@@ -179,6 +179,12 @@ class Agent(abc.ABC):
         nothing by default. The words are the app's."""
         return ()
 
+    async def canceled_metadata(self, turn: TurnInput) -> Mapping[str, Any] | None:
+        """The metadata a task canceled during `turn` keeps (what its turn had done: a
+        delegating agent's subtasks as they stood and the usage spent); called once the turn
+        stopped. None by default."""
+        return None
+
     async def aclose(self) -> None:
         """Release what the agent holds (its models' connections); called once at shutdown."""
         for model in self.context.models:

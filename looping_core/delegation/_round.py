@@ -224,6 +224,14 @@ class RoundAgent(LoopingAgent):
     def canceled_reply(self) -> tuple[TextBlock, ...]:
         return (TextBlock(self._policy.canceled),)
 
+    async def canceled_metadata(self, turn: TurnInput) -> Mapping[str, Any] | None:
+        """A canceled task keeps its plan as it stood (each subtask's state, wave and usage)
+        and the usage its subagents spent."""
+        if turn.subtasks is None:
+            return None
+        records = await turn.subtasks.subtasks()
+        return _plan_metadata({}, records) if records else None
+
     async def turn_result(self, turn: TurnInput, result: TurnResult) -> TurnResult:
         """Surfaced subtasks' results become artifacts; the plan and per-subtask state and
         usage join the metadata; a turn that ends without an answer gets the policy's words."""
@@ -232,22 +240,7 @@ class RoundAgent(LoopingAgent):
         records = await turn.subtasks.subtasks()
         if not records:
             return result
-        metadata = dict(result.metadata or {})
-        metadata["looping.subtasks"] = [
-            {
-                "id": r.subtask_id,
-                "type": r.type_key,
-                "dependsOn": list(r.depends_on),
-                "state": r.state,
-                "wave": r.wave,
-                "attempts": r.attempts,
-                **({"reason": r.reason} if r.reason else {}),
-                **({"usage": dict(r.usage)} if r.usage else {}),
-            }
-            for r in records
-        ]
-        metadata["looping.waves"] = _waves(records)
-        metadata["looping.usage"] = _total_usage(metadata.get("looping.usage"), records)
+        metadata = _plan_metadata(dict(result.metadata or {}), records)
         artifacts = list(result.artifacts) + [
             _artifact(r) for r in records if r.type_key in self._policy.surface and r.result
         ]
@@ -297,6 +290,27 @@ def _waves(records: Sequence[SubtaskRecord]) -> list[dict[str, Any]]:
             }
         )
     return waves
+
+
+def _plan_metadata(metadata: dict[str, Any], records: Sequence[SubtaskRecord]) -> dict[str, Any]:
+    """`metadata` with the plan: each subtask's state, wave, attempts and usage, the waves as
+    they ran, and the usage of the turn and its subagents together."""
+    metadata["looping.subtasks"] = [
+        {
+            "id": r.subtask_id,
+            "type": r.type_key,
+            "dependsOn": list(r.depends_on),
+            "state": r.state,
+            "wave": r.wave,
+            "attempts": r.attempts,
+            **({"reason": r.reason} if r.reason else {}),
+            **({"usage": dict(r.usage)} if r.usage else {}),
+        }
+        for r in records
+    ]
+    metadata["looping.waves"] = _waves(records)
+    metadata["looping.usage"] = _total_usage(metadata.get("looping.usage"), records)
+    return metadata
 
 
 def _total_usage(parent: Any, records: Sequence[SubtaskRecord]) -> dict[str, int]:

@@ -408,7 +408,10 @@ class EmbeddedRunner:
             return await self._finish(task, result, turn_message)
         try:
             result = await agent.run(turn)
-        except (asyncio.CancelledError, StoreUnavailable):
+        except asyncio.CancelledError:
+            await asyncio.shield(_keep_canceled_metadata(agent, turn, self._store))
+            raise
+        except StoreUnavailable:
             raise  # not the agent's failure: the turn is taken up again
         except Exception:
             _log.exception("agent of tenant %s failed on task %s", caller.tenant, task_id)
@@ -473,6 +476,19 @@ class EmbeddedRunner:
         if event is not None:
             event.set()
         self._on_settled()
+
+
+async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TaskStore) -> None:
+    """A turn stopped by its task's cancel: the task keeps what the agent says it had done.
+    Nothing is written when the task is not CANCELED (a turn stopped by a shutdown)."""
+    try:
+        metadata = await agent.canceled_metadata(turn)
+        if metadata:
+            await store.canceled_metadata(turn.task_id, metadata)
+    except StoreUnavailable:
+        pass  # the store said so; the task keeps what it had
+    except Exception:
+        _log.exception("task %s: recording what its canceled turn had done failed", turn.task_id)
 
 
 async def _patiently(write: Callable[[], Any]) -> Any:

@@ -456,6 +456,20 @@ class Turns(Events, PushConfigs):
 
         return await self._db.run(read)
 
+    async def canceled_metadata(self, task_id: str, metadata: Mapping[str, Any]) -> bool:
+        """Give a canceled task the metadata its turn had when it was stopped (its subtasks as
+        they stood, the usage spent); only while it is CANCELED. Whether it was written."""
+
+        def write() -> bool:
+            with self._db.write():
+                cursor = self._sql(
+                    "UPDATE tasks SET metadata = ? WHERE id = ? AND state = ?",
+                    (compact(dict(metadata)), task_id, TaskState.TASK_STATE_CANCELED.value),
+                )
+            return bool(cursor.rowcount)
+
+        return await self._db.run(write)
+
     async def task_state(self, task_id: str) -> TaskState | None:
         """The task's state now (`None`: no such task), whoever owns it."""
 

@@ -169,3 +169,12 @@ async def test_cancel_during_a_wave_stops_every_subagent_with_the_policys_words(
         rows = connection.execute("SELECT subtask_id, state FROM subtasks ORDER BY seq").fetchall()
     assert rows == [("p1/a", "canceled"), ("p1/b", "canceled")]
     assert len(model_server.requests) == 3  # nothing asked the model after the cancel
+    # The canceled task keeps its plan as it stood, and what was spent (it had none before).
+    with sqlite3.connect(store) as connection:
+        (stored,) = connection.execute("SELECT metadata FROM tasks").fetchone()
+    metadata = json.loads(stored)
+    assert [(s["id"], s["state"], s["wave"]) for s in metadata["looping.subtasks"]] == [
+        ("p1/a", "canceled", 1), ("p1/b", "canceled", 1),
+    ]  # fmt: skip
+    assert metadata["looping.waves"][0]["subtasks"] == ["p1/a", "p1/b"]
+    assert "looping.usage" in metadata
