@@ -11,15 +11,19 @@ For the A2A edge: real Ed25519 keys (`ed25519_private_jwk`), gateway tokens
 (`make_gateway_token`) and a `FakeGateway` that serves its JWKS on 127.0.0.1 and counts fetches.
 
 For agent authors: `AgentHarness` serves an agent in-process behind a fake gateway (`send` a
-turn as the gateway does, take its `result` from the verified push); `ScriptedModel` and
-`FakeModelServer` stand in for a hosted model; `cassette` records a model's or a tool's HTTP
-once and replays it offline; `MemorySession` drives a loop with no store.
+turn as the gateway does, take its `result` from the verified push); `ScriptedModel` (a
+script of answers, `ScriptedModel.calls(...)` for a tool call), `FunctionModel` (a function of
+each request: it reacts to what the agent sent), `TestModel` (calls every offered tool once,
+then answers with their results) and `FakeModelServer` stand in for a hosted model;
+`cassette` records a model's or a tool's HTTP once and replays it offline; `MemorySession`
+drives a loop with no store.
 
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
 from looping_core.testing._cassettes import cassette
+from looping_core.testing._function_models import FunctionModel, ModelReply, TestModel, ToolCall
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
@@ -31,10 +35,14 @@ __all__ = [
     "AgentHarness",
     "FakeGateway",
     "FakeModelServer",
+    "FunctionModel",
     "MemorySession",
+    "ModelReply",
     "PluginValidator",
     "Reply",
     "ScriptedModel",
+    "TestModel",
+    "ToolCall",
     "assert_plugin_valid",
     "cassette",
     "config_toml",

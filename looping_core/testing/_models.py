@@ -15,6 +15,7 @@ from aiohttp import web
 from looping_core.agent import ModelError, ModelEvent, ModelRequest, StreamEnd
 from looping_core.content import TextChunk, Usage
 from looping_core.gateway import LocalServer
+from looping_core.testing._function_models import ModelReply, ToolCall, reply_events
 
 __all__ = ["FakeModelServer", "Reply", "ScriptedModel"]
 
@@ -40,6 +41,21 @@ class ScriptedModel:
             ],
             label=label,
         )
+
+    @staticmethod
+    def calls(
+        name: str, arguments: Mapping[str, Any] | None = None, *, call_id: str | None = None
+    ) -> list[ModelEvent]:
+        """One scripted answer that calls tool `name` with `arguments`:
+        `ScriptedModel([ScriptedModel.calls("notes.add", {"text": "milk"}),
+        ScriptedModel.answer("Noted.")])`."""
+        call = ToolCall(name, dict(arguments or {}))
+        return reply_events(ModelReply(tool_calls=(attrs.evolve(call, id=call_id or call.id),)))
+
+    @staticmethod
+    def answer(text: str) -> list[ModelEvent]:
+        """One scripted answer of plain text."""
+        return reply_events(ModelReply(text=text))
 
     @property
     def label(self) -> str:
