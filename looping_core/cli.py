@@ -470,6 +470,13 @@ _state_option = click.option(
     help="The local gateway's state folder, which keeps its key (default: "
     "$LOOPING_GATEWAY_STATE, else ~/.local/state/looping/gateway).",
 )
+_binding_option = click.option(
+    "--binding",
+    type=click.Choice(["jsonrpc", "rest"]),
+    default="jsonrpc",
+    show_default=True,
+    help="The A2A binding: JSON-RPC, or HTTP+JSON (a token for each is for its own URL).",
+)
 _SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 
 
@@ -497,6 +504,7 @@ def gateway(config_path: Path | None, state: Path | None) -> None:
 @click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
 @click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait.")
+@_binding_option
 @_clean_errors
 def send(
     text: str | None,
@@ -510,6 +518,7 @@ def send(
     subject: str,
     as_json: bool,
     timeout: float,
+    binding: str,
 ) -> None:
     """Send TEXT to an agent through a local gateway and print its answer."""
     if text is None:
@@ -528,6 +537,7 @@ def send(
             context_id=context_id,
             subject=subject,
             timeout=timeout,
+            binding=binding,
         )
     )
     if as_json:
@@ -561,9 +571,16 @@ def _answer(task: dict[str, Any]) -> str:
 @click.option("--tenant", required=True, help="The agent the token is for.")
 @click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
 @click.option("--lifetime", default=300, show_default=True, help="Seconds the token lasts.")
+@_binding_option
 @_clean_errors
 def token(
-    config_path: Path | None, state: Path | None, tenant: str, subject: str, lifetime: int
+    *,
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    subject: str,
+    lifetime: int,
+    binding: str,
 ) -> None:
     """Print a gateway token of the local gateway for any A2A client (the agent checks it
     against the key set `looping gateway` serves, so keep that running)."""
@@ -574,7 +591,7 @@ def token(
             gateway_key(state or default_state_folder()),
             jku=target.origin + JWKS_ROUTE,
             iss=target.origin,
-            aud=target.endpoint,
+            aud=target.audience(binding),
             tenant=tenant,
             sub=subject,
             lifetime=lifetime,
@@ -588,12 +605,17 @@ def tasks() -> None:
 
 
 def _tasks_call(
-    config_path: Path | None, state: Path | None, tenant: str, method: str, params: dict[str, Any]
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    binding: str,
 ) -> None:
     config = load_config(resolve_config_path(config_path))
-    result = asyncio.run(
-        call_agent(config, state or default_state_folder(), tenant, method, params)
-    )
+    folder = state or default_state_folder()
+    result = asyncio.run(call_agent(config, folder, tenant, method, params, binding=binding))
     click.echo(json.dumps(result, indent=2))
 
 
@@ -602,13 +624,18 @@ def _tasks_call(
 @_state_option
 @click.option("--tenant", required=True)
 @click.option("--context", "context_id", default=None, help="Only this conversation's tasks.")
+@_binding_option
 @_clean_errors
 def tasks_list(
-    config_path: Path | None, state: Path | None, tenant: str, context_id: str | None
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    context_id: str | None,
+    binding: str,
 ) -> None:
     """The caller's tasks, newest first, as JSON."""
     params = {"contextId": context_id} if context_id else {}
-    _tasks_call(config_path, state, tenant, "ListTasks", params)
+    _tasks_call(config_path, state, tenant, "ListTasks", params, binding=binding)
 
 
 @tasks.command("get")
@@ -616,10 +643,13 @@ def tasks_list(
 @_config_option
 @_state_option
 @click.option("--tenant", required=True)
+@_binding_option
 @_clean_errors
-def tasks_get(task_id: str, config_path: Path | None, state: Path | None, tenant: str) -> None:
+def tasks_get(
+    task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str
+) -> None:
     """One task, as JSON."""
-    _tasks_call(config_path, state, tenant, "GetTask", {"id": task_id})
+    _tasks_call(config_path, state, tenant, "GetTask", {"id": task_id}, binding=binding)
 
 
 @tasks.command("cancel")
@@ -627,10 +657,13 @@ def tasks_get(task_id: str, config_path: Path | None, state: Path | None, tenant
 @_config_option
 @_state_option
 @click.option("--tenant", required=True)
+@_binding_option
 @_clean_errors
-def tasks_cancel(task_id: str, config_path: Path | None, state: Path | None, tenant: str) -> None:
+def tasks_cancel(
+    task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str
+) -> None:
     """Cancel a task; prints it, canceled."""
-    _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id})
+    _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id}, binding=binding)
 
 
 @main.group()

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
+from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -164,9 +166,13 @@ def test_a_config_that_trusts_no_loopback_gateway_says_so(looping_cli: Cli, tmp_
     assert "http://127.0.0.1:9000" in result.stderr
 
 
-def test_the_readmes_sdk_recipe_runs_as_written(looping_cli: Cli, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("binding", "transport"), [("jsonrpc", "JSONRPC"), ("rest", "HTTP+JSON")])
+def test_the_readmes_sdk_recipe_runs_as_written(
+    looping_cli: Cli, tmp_path: Path, binding: str, transport: str
+) -> None:
     """The README's official-SDK recipe against the example config (its ports moved to free
-    ones): `looping gateway`, `looping token`, then the recipe's code, unchanged otherwise."""
+    ones): `looping gateway`, `looping token`, then the recipe's code, unchanged otherwise; on
+    the SDK's JSON-RPC transport and on its REST one (a token `--binding rest`)."""
     root = Path(__file__).parent.parent
     readme = (root / "README.md").read_text()
     recipe = readme.split("<!-- sdk-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
@@ -182,12 +188,14 @@ def test_the_readmes_sdk_recipe_runs_as_written(looping_cli: Cli, tmp_path: Path
     try:
         _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", serving, serve_log)
         _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, gateway_log)
-        token = looping_cli("token", "--config", str(config), *state, "--tenant", "words")
+        token = looping_cli(
+            "token", "--config", str(config), *state, "--tenant", "words", "--binding", binding
+        )
         assert token.returncode == 0, token.stderr
         code = recipe.replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         run = subprocess.run(
             [sys.executable, "-c", code],
-            env={**os.environ, "TOKEN": token.stdout.strip()},
+            env={**os.environ, "TOKEN": token.stdout.strip(), "A2A_BINDING": transport},
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     finally:
@@ -226,3 +234,97 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.splitlines()[0].startswith(f"TASK_STATE_COMPLETED  task {task_id}")
     assert "[echo] the blue one (after 2)" in answered.stdout.splitlines()
+
+
+def test_both_bindings_from_the_cli(
+    looping_cli: Cli, served: tuple[Path, int], tmp_path: Path
+) -> None:
+    """`--binding rest`: send, tasks and token speak the HTTP+JSON binding, whose tokens are
+    for its own URL; a JSON-RPC token is refused there (audience-mismatch)."""
+    config, _ = served
+    state = ["--state", str(tmp_path / "state")]
+    rest = ["--binding", "rest"]
+    sent = looping_cli(
+        "send", "--config", str(config), *state, "--tenant", "words", *rest, "--json", "a b c d"
+    )
+    assert sent.returncode == 0, sent.stderr
+    task = json.loads(sent.stdout)
+    assert task["artifacts"][0]["parts"] == [{"text": "4"}]
+    got = looping_cli(
+        "tasks", "get", task["id"], "--config", str(config), *state, "--tenant", "words", *rest
+    )
+    assert json.loads(got.stdout)["id"] == task["id"]
+    listed = looping_cli("tasks", "list", "--config", str(config), *state, "--tenant", "words",
+                         *rest)  # fmt: skip
+    assert task["id"] in [t["id"] for t in json.loads(listed.stdout)["tasks"]]
+    refused = looping_cli(
+        "tasks", "cancel", task["id"], "--config", str(config), *state, "--tenant", "words", *rest
+    )
+    assert refused.returncode == 1
+    assert "the agent refused" in refused.stderr
+
+    url = f"{load_config(config).server.rest_url}/words/tasks/{task['id']}"
+    gateway = _start("gateway", "--config", str(config), *state, env={}, log=tmp_path / "gw.log")
+    try:
+        gateway_port = served[1]
+        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway,
+                  tmp_path / "gw.log")  # fmt: skip
+        for binding, status in (("rest", 200), ("jsonrpc", 401)):
+            token = looping_cli("token", "--config", str(config), *state, "--tenant", "words",
+                                "--binding", binding).stdout.strip()  # fmt: skip
+            request = urllib.request.Request(
+                url, headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+            )
+            challenge = ""
+            try:
+                with urllib.request.urlopen(request, timeout=10) as response:
+                    answered = response.status
+            except urllib.error.HTTPError as error:
+                answered, challenge = error.code, error.headers["WWW-Authenticate"]
+            assert answered == status, binding
+            assert ("audience-mismatch" in challenge) == (status == 401)
+    finally:
+        _stop(gateway)
+
+
+def test_send_waits_for_an_agent_that_is_still_starting(tmp_path: Path) -> None:
+    port, gateway_port = unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port)
+    script = str(Path(sys.executable).with_name("looping"))
+    sender = subprocess.Popen(
+        [script, "send", "--config", str(config), "--state", str(tmp_path / "state"),
+         "--tenant", "words", "early words"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.0)  # the send is waiting for the agent by now
+    log = tmp_path / "serve.log"
+    server = _start("serve", "--config", str(config), env=KEY, log=log)
+    try:
+        out, err = sender.communicate(timeout=60)
+    finally:
+        _stop(server)
+    assert sender.returncode == 0, err
+    assert "Counted 2 words." in out.splitlines()
+
+
+def test_the_gateway_stops_on_sigint_even_when_started_with_it_ignored(tmp_path: Path) -> None:
+    """A shell starts a background job with SIGINT ignored, and Python then never raises
+    KeyboardInterrupt: the gateway handles SIGINT and SIGTERM itself."""
+    gateway_port = unused_port()
+    config = write_config(tmp_path, unused_port(), gateway_port)
+    script = str(Path(sys.executable).with_name("looping"))
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        log = tmp_path / f"gateway-{signum}.log"
+        with log.open("ab") as output:
+            gateway = subprocess.Popen(
+                [script, "gateway", "--config", str(config), "--state", str(tmp_path / "s")],
+                stdout=output, stderr=output,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
+            )  # fmt: skip
+        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        gateway.send_signal(signum)
+        try:
+            assert gateway.wait(timeout=10) == 0, log.read_text()
+        finally:
+            if gateway.poll() is None:
+                gateway.kill()

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import signal
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import aiohttp
 import attrs
@@ -29,6 +30,9 @@ from looping_core.gateway._tokens import mint_token
 __all__ = ["AgentRefused", "GatewayError", "Target", "call_agent", "run_gateway", "send_text"]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STARTING_SECONDS = 10.0
+"""How long a call waits for an agent that refuses connections (it is still starting)."""
 
 
 class GatewayError(LoopingError):
@@ -53,6 +57,12 @@ class Target:
     origin: str
     host: str
     port: int
+    rest_url: str = ""
+    """The HTTP+JSON binding's URL (a REST token's audience)."""
+
+    def audience(self, binding: str) -> str:
+        """The URL a token for `binding` (`jsonrpc` or `rest`) is for."""
+        return self.rest_url if binding == "rest" else self.endpoint
 
     @classmethod
     def of(cls, config: Config) -> Target:
@@ -65,6 +75,7 @@ class Target:
                     origin=origin,
                     host=parts.hostname,
                     port=parts.port,
+                    rest_url=config.server.rest_url,
                 )
         raise GatewayError(
             f"{config.source}: [security] gateway_origins trusts no loopback origin, so a local "
@@ -73,7 +84,9 @@ class Target:
 
 
 async def run_gateway(config: Config, state: Path, ready: asyncio.Event | None = None) -> None:
-    """Serve the gateway on the config's trusted loopback origin until canceled."""
+    """Serve the gateway on the config's trusted loopback origin until SIGINT or SIGTERM (or
+    until canceled). The handlers are its own: a shell starts a background job with SIGINT
+    ignored, and Python then never raises KeyboardInterrupt for it."""
     target = Target.of(config)
     gateway = LocalGateway(
         gateway_key(state), host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url
@@ -82,11 +95,17 @@ async def run_gateway(config: Config, state: Path, ready: asyncio.Event | None =
         await gateway.start()
     except OSError as exc:
         raise _busy(target, exc) from None
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stopping.set)
     try:
         if ready is not None:
             ready.set()
-        await asyncio.Event().wait()
+        await stopping.wait()
     finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
         await gateway.stop()
 
 
@@ -104,35 +123,99 @@ async def call_agent(
     params: Mapping[str, Any],
     *,
     subject: str = "caller",
+    binding: str = "jsonrpc",
+    starting_seconds: float = STARTING_SECONDS,
 ) -> Any:
-    """One JSON-RPC call with a token of the local gateway; the result, or `AgentRefused`."""
+    """One call with a token of the local gateway, on `binding` (`jsonrpc`, or `rest`: the
+    HTTP+JSON binding); the result, or `AgentRefused`. An agent that does not answer yet (still
+    starting) is tried again for `starting_seconds`."""
     target = Target.of(config)
     token = mint_token(
         gateway_key(state),
         jku=target.origin + JWKS_ROUTE,
         iss=target.origin,
-        aud=target.endpoint,
+        aud=target.audience(binding),
         tenant=tenant,
         sub=subject,
     )
-    envelope = {
-        "jsonrpc": "2.0",
-        "id": uuid.uuid4().hex,
-        "method": method,
-        "params": {"tenant": tenant, **params},
-    }
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
-    try:
-        async with (
-            aiohttp.ClientSession() as session,
-            session.post(target.endpoint, json=envelope, headers=headers) as response,
-        ):
-            body = await response.json(content_type=None)
-    except (aiohttp.ClientError, ValueError) as exc:
-        raise GatewayError(f"cannot reach the agent at {target.endpoint}: {exc}") from None
-    if "error" in body:
-        raise _refused(body["error"])
-    return body["result"]
+    if binding == "rest":
+        verb, url, body = _rest_request(target, tenant, method, params)
+    else:
+        verb, url = "POST", target.endpoint
+        body = {
+            "jsonrpc": "2.0",
+            "id": uuid.uuid4().hex,
+            "method": method,
+            "params": {"tenant": tenant, **params},
+        }
+    answer = await _exchange(verb, url, body, headers, starting_seconds)
+    if binding == "rest":
+        if isinstance(answer, Mapping) and isinstance(answer.get("error"), Mapping):
+            raise _refused_rest(answer["error"])
+        return answer
+    if "error" in answer:
+        raise _refused(answer["error"])
+    return answer["result"]
+
+
+_REST_ROUTES = {
+    "SendMessage": ("POST", "/message:send"),
+    "GetTask": ("GET", "/tasks/{id}"),
+    "ListTasks": ("GET", "/tasks"),
+    "CancelTask": ("POST", "/tasks/{id}:cancel"),
+}
+
+
+def _rest_request(
+    target: Target, tenant: str, method: str, params: Mapping[str, Any]
+) -> tuple[str, str, Any]:
+    """The HTTP+JSON binding's request for `method`: its verb, URL (the tenant first in the
+    path) and body (`None` for a GET, whose params go in the query)."""
+    if method not in _REST_ROUTES:
+        raise GatewayError(f"{method} is not one the local gateway sends over HTTP+JSON")
+    verb, template = _REST_ROUTES[method]
+    rest = dict(params)
+    path = template
+    if "{id}" in template:
+        path = template.replace("{id}", quote(str(rest.pop("id", "")), safe=""))
+    url = f"{target.rest_url}/{quote(tenant, safe='')}{path}"
+    if verb == "GET":
+        query = "&".join(f"{quote(k)}={quote(str(v))}" for k, v in rest.items())
+        return verb, url + (f"?{query}" if query else ""), None
+    return verb, url, rest
+
+
+async def _exchange(
+    verb: str, url: str, body: Any, headers: Mapping[str, str], starting_seconds: float
+) -> Any:
+    """Send one request; an agent that refuses connections (still starting) is tried again,
+    every 0.1 s and then less often, for `starting_seconds`."""
+    deadline = asyncio.get_running_loop().time() + starting_seconds
+    delay = 0.1
+    while True:
+        try:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.request(verb, url, json=body, headers=headers) as response,
+            ):
+                return await response.json(content_type=None)
+        except aiohttp.ClientConnectorError as exc:
+            if asyncio.get_running_loop().time() + delay > deadline:
+                raise GatewayError(f"cannot reach the agent at {url}: {exc}") from None
+        except (aiohttp.ClientError, ValueError) as exc:
+            raise GatewayError(f"cannot reach the agent at {url}: {exc}") from None
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
+def _refused_rest(error: Mapping[str, Any]) -> AgentRefused:
+    """The HTTP+JSON binding's `google.rpc.Status` error as `AgentRefused`."""
+    check = None
+    for detail in error.get("details") or []:
+        if isinstance(detail, Mapping):
+            check = (detail.get("metadata") or {}).get("check") or check
+    return AgentRefused(int(error.get("code", 0)), str(error.get("message", "")), check)
 
 
 def _refused(error: Mapping[str, Any]) -> AgentRefused:
@@ -153,8 +236,10 @@ async def send_text(
     context_id: str | None = None,
     subject: str = "caller",
     timeout: float = 120.0,
+    binding: str = "jsonrpc",
 ) -> dict[str, Any]:
-    """Send `text` as the gateway would and wait for the task to end or ask for input."""
+    """Send `text` as the gateway would (on `binding`) and wait for the task to end or ask for
+    input."""
     target = Target.of(config)
     key = gateway_key(state)
     gateway = LocalGateway(
@@ -179,13 +264,17 @@ async def send_text(
             "message": message,
             "configuration": {"returnImmediately": True, "taskPushNotificationConfig": push},
         }
-        result = await call_agent(config, state, tenant, "SendMessage", params, subject=subject)
+        result = await call_agent(
+            config, state, tenant, "SendMessage", params, subject=subject, binding=binding
+        )
         task: dict[str, Any] = result["task"]
         async with asyncio.timeout(timeout):
             if receiving:
                 await _pushed(gateway, task["id"], inbox)
             # The task as the agent left it, with its history (a push carries none).
-            return await _polled(config, state, tenant, task["id"], subject)
+            return await _polled(
+                config, state, tenant, task["id"], subject=subject, binding=binding
+            )
     except TimeoutError:
         raise GatewayError(f"no answer within {timeout:g} s") from None
     finally:
@@ -211,11 +300,11 @@ async def _pushed(gateway: LocalGateway, task_id: str, inbox: str) -> dict[str, 
 
 
 async def _polled(
-    config: Config, state: Path, tenant: str, task_id: str, subject: str
+    config: Config, state: Path, tenant: str, task_id: str, *, subject: str, binding: str
 ) -> dict[str, Any]:
     while True:
         task: dict[str, Any] = await call_agent(
-            config, state, tenant, "GetTask", {"id": task_id}, subject=subject
+            config, state, tenant, "GetTask", {"id": task_id}, subject=subject, binding=binding
         )
         if task["status"]["state"] in SETTLED_STATES:
             return task
