@@ -133,13 +133,16 @@ class Reply:
 
 class FakeModelServer(LocalServer):
     """An OpenAI-compatible Chat Completions endpoint on 127.0.0.1 (`base_url`), answering each
-    request with the next `Reply` of `replies`. Received bodies are kept in `requests`."""
+    request with the next `Reply` of `replies`. Received bodies are kept in `requests`. `port`:
+    a fixed one (a config that names it), else a free one."""
 
-    def __init__(self, replies: Iterable[Reply] = (), *, model: str = "fake-model") -> None:
+    def __init__(
+        self, replies: Iterable[Reply] = (), *, model: str = "fake-model", port: int = 0
+    ) -> None:
         self.replies = list(replies)
         self.model = model
         self.requests: list[dict[str, Any]] = []
-        super().__init__()
+        super().__init__(port)
 
     @property
     def base_url(self) -> str:

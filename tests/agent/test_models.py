@@ -8,6 +8,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 import pytest
+from aiohttp.test_utils import unused_port
 
 from looping_core.agent import (
     ContextTooLong,
@@ -310,6 +311,16 @@ async def test_a_broken_stream_is_a_model_error(events: list[object], reason: st
     model = ScriptedModel([events])  # type: ignore[list-item]
     with pytest.raises(ModelError, match=reason):
         await respond(model, HELLO)
+
+
+async def test_the_fake_model_server_listens_on_the_port_it_is_given(
+    model_on: Callable[..., OpenAIChatModel],
+) -> None:
+    port = unused_port()
+    async with FakeModelServer([Reply.text("on a fixed port")], port=port) as fixed:
+        assert fixed.base_url == f"http://127.0.0.1:{port}/v1"
+        response = await respond(model_on(fixed), HELLO)
+    assert response.message.content == (TextBlock("on a fixed port"),)
 
 
 async def test_the_scripted_model_records_requests_and_answers_in_order() -> None:
