@@ -211,16 +211,14 @@ async def _exchange(
 
 def _refused_rest(error: Mapping[str, Any]) -> AgentRefused:
     """The HTTP+JSON binding's `google.rpc.Status` error as `AgentRefused`."""
-    check = None
-    for detail in error.get("details") or []:
-        if isinstance(detail, Mapping):
-            check = (detail.get("metadata") or {}).get("check") or check
-    return AgentRefused(int(error.get("code", 0)), str(error.get("message", "")), check)
+    return _refused(error, details="details")
 
 
-def _refused(error: Mapping[str, Any]) -> AgentRefused:
+def _refused(error: Mapping[str, Any], details: str = "data") -> AgentRefused:
+    """A JSON-RPC error (its details in `data`) as `AgentRefused`, with the token check the
+    agent named, if any."""
     check = None
-    for detail in error.get("data") or []:
+    for detail in error.get(details) or []:
         if isinstance(detail, Mapping):
             check = (detail.get("metadata") or {}).get("check") or check
     return AgentRefused(int(error.get("code", 0)), str(error.get("message", "")), check)
