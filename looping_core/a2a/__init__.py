@@ -13,6 +13,8 @@ from looping_core.a2a._card import (
 )
 from looping_core.a2a._errors import (
     RpcError,
+    TooManyStreams,
+    Unavailable,
 )
 from looping_core.a2a._gateway_token import (
     TokenPolicy,
@@ -89,6 +91,8 @@ __all__ = [
     "TaskStatusUpdateEvent",
     "TokenPolicy",
     "TokenRejected",
+    "TooManyStreams",
+    "Unavailable",
     "WireError",
     "block_to_part",
     "blocks_to_parts",

@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator, Callable
 import attrs
 
 from looping_core import _metrics
-from looping_core.a2a._errors import TooManyStreams
+from looping_core.a2a import TooManyStreams
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
 from looping_core.store import StoreUnavailable, TaskEvent, TaskStore

@@ -57,15 +57,16 @@ def reply_events(reply: ModelReply) -> list[ModelEvent]:
     return events
 
 
-Answer = ModelReply | str | ModelError
+Answer = ModelReply | str | ModelError | Sequence[ModelEvent]
 ModelFunction = Callable[[ModelRequest], Answer | Awaitable[Answer]]
 
 
 class FunctionModel:
     """A `ChatModel` whose every answer is what `function(request)` returns (sync or async): a
-    `ModelReply`, plain text, or a `ModelError` (returned or raised) the loop handles as a
-    provider's. The function sees the whole request: its messages, its system text and the tools
-    offered, so it can react to what the agent sent. Every request is kept in `requests`."""
+    `ModelReply`, plain text, the stream's events themselves, or a `ModelError` (returned or
+    raised) the loop handles as a provider's. The function sees the whole request: its
+    messages, its system text and the tools offered, so it can react to what the agent sent.
+    Every request is kept in `requests`."""
 
     def __init__(self, function: ModelFunction, label: str = "function") -> None:
         self._function = function
@@ -86,8 +87,9 @@ class FunctionModel:
             answer = await answer
         if isinstance(answer, ModelError):
             raise answer
-        reply = ModelReply(text=answer) if isinstance(answer, str) else answer
-        for event in reply_events(reply):
+        if isinstance(answer, str):
+            answer = ModelReply(text=answer)
+        for event in reply_events(answer) if isinstance(answer, ModelReply) else answer:
             yield event
 
 

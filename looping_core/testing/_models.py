@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -15,22 +15,27 @@ from aiohttp import web
 from looping_core.agent import ModelError, ModelEvent, ModelRequest, StreamEnd
 from looping_core.content import TextChunk, Usage
 from looping_core.gateway import LocalServer
-from looping_core.testing._function_models import ModelReply, ToolCall, reply_events
+from looping_core.testing._function_models import FunctionModel, ModelReply, ToolCall, reply_events
 
 __all__ = ["FakeModelServer", "Reply", "ScriptedModel"]
 
 
-class ScriptedModel:
+class ScriptedModel(FunctionModel):
     """A `ChatModel` that answers each call with the next scripted item: a sequence of events
     (chunks, ending with a `StreamEnd`), or a `ModelError` to raise. Every request is kept in
-    `requests`. `ScriptedModel.says(...)` scripts plain text answers."""
+    `requests`. `ScriptedModel.says(...)` scripts plain text answers; `calls` and `answer` make
+    one scripted answer each."""
 
     def __init__(
         self, script: Iterable[Sequence[ModelEvent] | ModelError], label: str = "scripted"
     ) -> None:
+        super().__init__(self._next, label=label)
         self._script = list(script)
-        self._label = label
-        self.requests: list[ModelRequest] = []
+
+    def _next(self, request: ModelRequest) -> Sequence[ModelEvent] | ModelError:
+        if not self._script:
+            raise AssertionError(f"{self.label} was called more often than scripted")
+        return self._script.pop(0)
 
     @classmethod
     def says(cls, *answers: str, label: str = "scripted") -> ScriptedModel:
@@ -56,23 +61,6 @@ class ScriptedModel:
     def answer(text: str) -> list[ModelEvent]:
         """One scripted answer of plain text."""
         return reply_events(ModelReply(text=text))
-
-    @property
-    def label(self) -> str:
-        return self._label
-
-    async def aclose(self) -> None:
-        """Nothing to release."""
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
-        if not self._script:
-            raise AssertionError(f"{self._label} was called more often than scripted")
-        item = self._script.pop(0)
-        if isinstance(item, ModelError):
-            raise item
-        for event in item:
-            yield event
 
 
 @attrs.frozen
