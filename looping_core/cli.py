@@ -35,6 +35,7 @@ from looping_core.gateway import (
     run_gateway,
     send_text,
 )
+from looping_core.modelserver import DEFAULT_PORT, ModelServer, TestModel, load_model, serve_model
 from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.runner import run_retention
@@ -685,3 +686,45 @@ def plugin_new(name: str, into: Path) -> None:
     """Write a new plugin distribution NAME: entry point, hooks, a tool, tests, CI."""
     target = write_plugin(name, into)
     click.echo(f"wrote {target}; next: cd {target} && pip install -e '.[test]' && pytest")
+
+
+@main.group()
+def model() -> None:
+    """A local model endpoint, for agents served with no hosted model."""
+
+
+@model.command("serve")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=DEFAULT_PORT,
+    show_default=True,
+    help="The port on 127.0.0.1 (the default is Ollama's, which examples/looping.toml names).",
+)
+@click.option(
+    "--model",
+    "reference",
+    default=None,
+    metavar="MODULE:ATTR",
+    help="The model that answers: a FunctionModel or TestModel, a function of a ModelRequest, "
+    "or a function that returns a model (default: a TestModel).",
+)
+@_clean_errors
+def model_serve(port: int, reference: str | None) -> None:
+    """Serve an OpenAI-compatible Chat Completions endpoint on 127.0.0.1 until Ctrl-C.
+
+    With no --model it answers as TestModel does: it calls every tool it is offered once, with
+    arguments valid for the tool's schema, then answers with what they returned (with no tools,
+    a fixed text). Point a tenant's [tenants.<id>.model] base_url at it."""
+    if reference is not None:
+        sys.path.insert(0, str(Path.cwd()))  # a module of this folder (as uvicorn finds apps)
+    chosen = load_model(reference) if reference is not None else TestModel()
+
+    def ready(server: ModelServer) -> None:
+        click.echo(
+            f"model endpoint {server.base_url} answering with {chosen.label} "
+            f"({reference or 'the built-in TestModel'}); Ctrl-C stops it"
+        )
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_model(chosen, port, ready))

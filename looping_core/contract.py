@@ -160,6 +160,9 @@ class ToolCall:
 
     id: str
     name: str
+    context: ToolContext | None = attrs.field(default=None, eq=False, repr=False)
+    """What the agent built this turn's tools with (the caller's tenant, instance, workspace);
+    `None` when the loop was run without one."""
 
 
 _CURRENT_TOOL_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(

@@ -20,6 +20,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
+from processes import start_looping, stop, wait_for_url
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
@@ -39,46 +40,18 @@ def write_config(folder: Path, port: int, gateway_port: int, origins: str | None
     return path
 
 
-def _start(
-    *args: str, env: dict[str, str], log: Path, cwd: Path | None = None
-) -> subprocess.Popen[bytes]:
-    script = str(Path(sys.executable).with_name("looping"))
-    with log.open("ab") as output:
-        return subprocess.Popen(
-            [script, *args], env={**os.environ, **env}, stdout=output, stderr=output,
-            start_new_session=True, cwd=cwd,
-        )  # fmt: skip
-
-
-def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    for _ in range(300):
-        if process.poll() is not None:
-            raise AssertionError(log.read_text())
-        try:
-            with urllib.request.urlopen(url, timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} never answered:\n{log.read_text()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.send_signal(signal.SIGINT)
-    process.wait(timeout=30)
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """`looping serve` on a fresh config; yields the config and the gateway's port."""
     port, gateway_port = unused_port(), unused_port()
     config = write_config(tmp_path, port, gateway_port)
     log = tmp_path / "serve.log"
-    process = _start("serve", "--config", str(config), env=KEY, log=log)
+    process = start_looping("serve", "--config", str(config), env=KEY, log=log)
     try:
-        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
         yield config, gateway_port
     finally:
-        _stop(process)
+        stop(process)
 
 
 def test_send_prints_the_answer_and_tasks_finds_the_task(
@@ -119,9 +92,9 @@ def test_send_reads_stdin_and_works_beside_a_running_gateway(
     config, gateway_port = served
     state = ["--state", str(tmp_path / "state")]
     log = tmp_path / "gateway.log"
-    gateway = _start("gateway", "--config", str(config), *state, env={}, log=log)
+    gateway = start_looping("gateway", "--config", str(config), *state, env={}, log=log)
     try:
-        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
         script = str(Path(sys.executable).with_name("looping"))
         sent = subprocess.run(
             [script, "send", "--config", str(config), *state, "--tenant", "words"],
@@ -132,7 +105,7 @@ def test_send_reads_stdin_and_works_beside_a_running_gateway(
             check=False,
         )
     finally:
-        _stop(gateway)
+        stop(gateway)
     assert sent.returncode == 0, sent.stderr
     assert "Counted 4 words." in sent.stdout.splitlines()
 
@@ -144,15 +117,15 @@ def test_a_refused_token_exits_non_zero_naming_the_check(
     config, gateway_port = served
     log = tmp_path / "gateway.log"
     other = ["--state", str(tmp_path / "other")]
-    gateway = _start("gateway", "--config", str(config), *other, env={}, log=log)
+    gateway = start_looping("gateway", "--config", str(config), *other, env={}, log=log)
     try:
-        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
         sent = looping_cli(
             "send", "--config", str(config), "--state", str(tmp_path / "mine"),
             "--tenant", "words", "hi",
         )  # fmt: skip
     finally:
-        _stop(gateway)
+        stop(gateway)
     assert sent.returncode == 1
     assert "Gateway token rejected" in sent.stderr
     assert "(check: " in sent.stderr
@@ -183,11 +156,11 @@ def test_the_readmes_sdk_recipe_runs_as_written(
     state = ["--state", str(tmp_path / "state")]
     env = {"A2A_SIGNING_KEY": KEY["LPT_SEND_KEY"]}
     serve_log, gateway_log = tmp_path / "serve.log", tmp_path / "gateway.log"
-    serving = _start("serve", "--config", str(config), env=env, log=serve_log, cwd=tmp_path)
-    gateway = _start("gateway", "--config", str(config), *state, env={}, log=gateway_log)
+    serving = start_looping("serve", "--config", str(config), env=env, log=serve_log, cwd=tmp_path)
+    gateway = start_looping("gateway", "--config", str(config), *state, env={}, log=gateway_log)
     try:
-        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", serving, serve_log)
-        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, gateway_log)
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", serving, serve_log)
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, gateway_log)
         token = looping_cli(
             "token", "--config", str(config), *state, "--tenant", "words", "--binding", binding
         )
@@ -199,8 +172,8 @@ def test_the_readmes_sdk_recipe_runs_as_written(
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
     finally:
-        _stop(gateway)
-        _stop(serving)
+        stop(gateway)
+        stop(serving)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "3"
 
@@ -215,10 +188,10 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
     )
     agents = str(Path(__file__).parent / "a2a")
     log = tmp_path / "serve.log"
-    process = _start("serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log)
+    process = start_looping("serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log)
     state = ["--state", str(tmp_path / "state")]
     try:
-        _wait_for(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
         asked = looping_cli("send", "--config", str(config), *state, "--tenant", "words", "ask")
         assert asked.returncode == 0, asked.stderr
         head, question = asked.stdout.splitlines()
@@ -230,7 +203,7 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
             "--task", task_id, "the blue one",
         )  # fmt: skip
     finally:
-        _stop(process)
+        stop(process)
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.splitlines()[0].startswith(f"TASK_STATE_COMPLETED  task {task_id}")
     assert "[echo] the blue one (after 2)" in answered.stdout.splitlines()
@@ -264,10 +237,10 @@ def test_both_bindings_from_the_cli(
     assert "the agent refused" in refused.stderr
 
     url = f"{load_config(config).server.rest_url}/words/tasks/{task['id']}"
-    gateway = _start("gateway", "--config", str(config), *state, env={}, log=tmp_path / "gw.log")
+    gateway = start_looping("gateway", "--config", str(config), *state, env={}, log=tmp_path / "gw.log")
     try:
         gateway_port = served[1]
-        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway,
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway,
                   tmp_path / "gw.log")  # fmt: skip
         for binding, status in (("rest", 200), ("jsonrpc", 401)):
             token = looping_cli("token", "--config", str(config), *state, "--tenant", "words",
@@ -284,7 +257,7 @@ def test_both_bindings_from_the_cli(
             assert answered == status, binding
             assert ("audience-mismatch" in challenge) == (status == 401)
     finally:
-        _stop(gateway)
+        stop(gateway)
 
 
 def test_send_waits_for_an_agent_that_is_still_starting(tmp_path: Path) -> None:
@@ -298,11 +271,11 @@ def test_send_waits_for_an_agent_that_is_still_starting(tmp_path: Path) -> None:
     )  # fmt: skip
     time.sleep(1.0)  # the send is waiting for the agent by now
     log = tmp_path / "serve.log"
-    server = _start("serve", "--config", str(config), env=KEY, log=log)
+    server = start_looping("serve", "--config", str(config), env=KEY, log=log)
     try:
         out, err = sender.communicate(timeout=60)
     finally:
-        _stop(server)
+        stop(server)
     assert sender.returncode == 0, err
     assert "Counted 2 words." in out.splitlines()
 
@@ -321,7 +294,7 @@ def test_the_gateway_stops_on_sigint_even_when_started_with_it_ignored(tmp_path:
                 stdout=output, stderr=output,
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
             )  # fmt: skip
-        _wait_for(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
         gateway.send_signal(signum)
         try:
             assert gateway.wait(timeout=10) == 0, log.read_text()

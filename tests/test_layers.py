@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
     ("looping_core.contract", "looping_core.hookspecs"),
     ("looping_core.content",),
+    ("looping_core.tools",),
     ("looping_core.config",),
     ("looping_core.plugins",),
     ("looping_core.a2a",),
@@ -34,7 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("looping_core.delegation",),
     ("looping_core.runner",),
     ("looping_core.server",),
-    ("looping_core.gateway", "looping_core.plugin_template"),
+    ("looping_core.gateway", "looping_core.modelserver", "looping_core.plugin_template"),
     ("looping_core.cli",),
     ("looping_core.testing",),
 )

@@ -52,7 +52,7 @@ from looping_core.content import (
     ToolUseBlock,
     Usage,
 )
-from looping_core.contract import Tool, ToolCall, ToolError, bind_tool_call
+from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, bind_tool_call
 
 __all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_tool_loop"]
 
@@ -140,6 +140,7 @@ async def run_tool_loop(
     compactor: Compactor | None = None,
     inbox: Inbox | None = None,
     on_text: TextSink | None = None,
+    tool_context: ToolContext | None = None,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
@@ -148,7 +149,8 @@ async def run_tool_loop(
     `compactor` keeps each request under the context window; `inbox` gives the messages the
     caller sent while the loop ran (already durable): they join the conversation before the next
     model call, and an answer given while one waits is not the last word. `on_text` is given
-    each response's text as it streams.
+    each response's text as it streams. `tool_context` is what the tools were built with: a
+    handler finds it on its `ToolCall` (a typed tool's `ToolContext` parameter).
     """
     budget = budget or Budget()
     by_name = {tool.name: tool for tool in tools}
@@ -163,7 +165,12 @@ async def run_tool_loop(
     started = clock()
     slots = asyncio.Semaphore(max_parallel_tools)
     dispatch = functools.partial(
-        _dispatch, tools=by_name, controls=controls, timeout=tool_timeout, slots=slots
+        _dispatch,
+        tools=by_name,
+        controls=controls,
+        timeout=tool_timeout,
+        slots=slots,
+        context=tool_context,
     )
     if pending:
         results, taken = await dispatch(pending)
@@ -221,6 +228,7 @@ async def _dispatch(
     controls: Mapping[str, ControlAction],
     timeout: float,
     slots: asyncio.Semaphore,
+    context: ToolContext | None,
 ) -> tuple[list[ToolResultBlock], tuple[ControlAction, ToolUseBlock] | None]:
     """The results of `calls`, in their order, and the control action taken among them."""
     taken = _control(calls, controls)
@@ -228,7 +236,7 @@ async def _dispatch(
         *(
             _acknowledged(call) if taken and call is taken[1] else
             _refused_control(call, controls[call.name]) if call.name in controls else
-            _call(call, tools, timeout, slots)
+            _call(call, tools, timeout, slots, context)
             for call in calls
         )
     )  # fmt: skip
@@ -375,14 +383,18 @@ async def _record(
 
 
 async def _call(
-    call: ToolUseBlock, tools: Mapping[str, Tool], timeout: float, slots: asyncio.Semaphore
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool],
+    timeout: float,
+    slots: asyncio.Semaphore,
+    context: ToolContext | None,
 ) -> ToolResultBlock:
     # A name the model made up is not a label value: labels stay the tools that exist.
     name = call.name if call.name in tools else "unknown"
     with _tracing.span(
         "tool call", looping__tool__name=name, looping__tool__call_id=call.id
     ) as span:
-        result = await _run_tool(call, tools, timeout, slots)
+        result = await _run_tool(call, tools, timeout, slots, context)
         outcome = "error" if result.is_error else "ok"
         if result.is_error:
             span.fail("the tool call failed")
@@ -391,7 +403,11 @@ async def _call(
 
 
 async def _run_tool(
-    call: ToolUseBlock, tools: Mapping[str, Tool], timeout: float, slots: asyncio.Semaphore
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool],
+    timeout: float,
+    slots: asyncio.Semaphore,
+    context: ToolContext | None,
 ) -> ToolResultBlock:
     tool = tools.get(call.name)
     if tool is None:
@@ -406,7 +422,7 @@ async def _run_tool(
     async with slots:
         try:
             async with asyncio.timeout(timeout):
-                bind_tool_call(ToolCall(call.id, call.name))  # this call's task only
+                bind_tool_call(ToolCall(call.id, call.name, context))  # this call's task only
                 value = await tool.handler(call.input)
         except TimeoutError:
             _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)

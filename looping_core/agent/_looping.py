@@ -8,7 +8,12 @@ server before it listens), never at import time:
   sentences of the tenant's plugins, for the app to weave in as it likes;
 - `agent_config()`: the loop's settings (`LoopingConfig`: budget, the note for a spent budget,
   tool timeout and parallelism);
-- `agent_plugins()`: which of the tenant's plugins' tool families it uses (`None`: all).
+- `agent_tool_families()`: which of the tenant's plugins' tool families it uses (`None`: all;
+  `agent_plugins()`, its old name, still works and warns);
+- `agent_tools(context)`: the agent's own tools (typed functions made with
+  `looping_core.tools.tool`, or `Tool`s), built for the caller `context` describes, beside the
+  families' tools. It is called once when the agent is made, to find clashes (two tools of one
+  name) before the server listens, then for every turn.
 
 Each turn: the new message joins the caller's durable session, the loop runs with every step
 written there, and the final answer's text, images and audio are the reply and an artifact; the
@@ -25,6 +30,7 @@ import abc
 import logging
 import os
 import uuid
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -141,18 +147,65 @@ class LoopingAgent(Agent):
             or (own.smallest_context_window if own else None)
             or self._config.context_window
         )
-        wanted = self.agent_plugins()
+        seam, wanted = self._wanted_families()
         available = {name: c.item for name, c in registry.tool_families.items()}
         unknown = sorted(set(wanted or ()) - set(available))
         if unknown:
             raise AgentLoadError(
-                f"{where}: {type(self).__name__}.agent_plugins() names tool families that the "
+                f"{where}: {type(self).__name__}.{seam}() names tool families that the "
                 f"tenant's plugins do not provide: {', '.join(unknown)} (available: "
                 f"{', '.join(sorted(available)) or 'none'})"
             )
         self._families: tuple[ToolFamily, ...] = tuple(
             available[name] for name in (wanted if wanted is not None else sorted(available))
         )
+        self._check_tools(ToolContext(tenant=context.tenant, instance_id=context.tenant))
+
+    def _wanted_families(self) -> tuple[str, Sequence[str] | None]:
+        """The seam that names the tool families, and what it names (`agent_plugins`, the old
+        name, only when a subclass overrides it and not the new one)."""
+        cls = type(self)
+        if (
+            cls.agent_plugins is not LoopingAgent.agent_plugins
+            and cls.agent_tool_families is LoopingAgent.agent_tool_families
+        ):
+            warnings.warn(
+                f"{cls.__name__}.agent_plugins() is deprecated: it names tool families, not "
+                "plugins; rename it agent_tool_families()",
+                DeprecationWarning,
+                stacklevel=4,
+            )
+            return "agent_plugins", self.agent_plugins()
+        return "agent_tool_families", self.agent_tool_families()
+
+    def _check_tools(self, startup: ToolContext) -> None:
+        """Find at startup what `agent_tools` gives wrong (not tools, two of one name, a name a
+        family's tool has). A family whose factory needs what only a turn has (the store's
+        database) cannot be built now: its names are checked at each turn instead."""
+        where = f"tenants.{self.context.tenant}: {type(self).__name__}.agent_tools()"
+        try:
+            own = list(self.agent_tools(startup))
+        except AgentLoadError:
+            raise
+        except Exception as exc:
+            raise AgentLoadError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+        strays = [repr(item) for item in own if not isinstance(item, Tool)]
+        if strays:
+            raise AgentLoadError(
+                f"{where} must return Tools (apply @tool from looping_core.tools to a typed "
+                f"function); got {', '.join(strays)}"
+            )
+        family_tools: list[tuple[str, Tool]] = []
+        for family in self._families:
+            try:
+                family_tools += [(family.name, t) for t in family.factory(startup)]
+            except Exception:
+                _log.debug("tool family %s cannot be built at startup", family.name)
+        problems = _clashes(own, family_tools)
+        if problems:
+            raise AgentLoadError(
+                f"{where}: " + "; ".join(problems), problems=[f"{where}: {p}" for p in problems]
+            )
 
     def _own_models(self) -> tuple[ChatModel, ...]:
         """The models `agent_config().model` names, made with the tenant's providers."""
@@ -190,9 +243,20 @@ class LoopingAgent(Agent):
         """The loop's settings; the defaults unless overridden."""
         return LoopingConfig()
 
-    def agent_plugins(self) -> Sequence[str] | None:
+    def agent_tool_families(self) -> Sequence[str] | None:
         """The tool families this agent uses, by name; `None` for all the tenant's plugins give."""
         return None
+
+    def agent_plugins(self) -> Sequence[str] | None:
+        """Deprecated: the old name of `agent_tool_families` (it names families, not plugins)."""
+        return None
+
+    def agent_tools(self, context: ToolContext) -> Sequence[Tool]:
+        """The agent's own tools, built for the caller `context` describes (its tenant and
+        instance; a turn's also has the store's database and the workspace): typed functions
+        made with `looping_core.tools.tool`, or `Tool`s. None by default. Called once when the
+        agent is made (with the tenant's context, to check them), then for every turn."""
+        return ()
 
     async def run(self, turn: TurnInput) -> TurnResult:
         conversation, pending, answered = await resume_conversation(
@@ -222,6 +286,7 @@ class LoopingAgent(Agent):
                 compactor=self._compactor(turn),
                 inbox=inbox,
                 on_text=self._answer_stream(turn, answer_id),
+                tool_context=self._tool_context(turn.tool_context),
             )
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
@@ -246,9 +311,18 @@ class LoopingAgent(Agent):
         )
 
     def turn_tools(self, turn: TurnInput) -> list[Tool]:
-        """The tools of this turn: those of the chosen tool families, built for its caller.
-        A subclass may add its own (the delegation runtime adds `delegate`)."""
-        return self._tools(turn.tool_context)
+        """The tools of this turn: the agent's own and those of the chosen tool families, built
+        for its caller. A subclass may add more (the delegation runtime adds `delegate`)."""
+        context = self._tool_context(turn.tool_context)
+        own = list(self.agent_tools(context))
+        family_tools = [
+            (family.name, t) for family in self._families for t in family.factory(context)
+        ]
+        problems = _clashes(own, family_tools)
+        if problems:  # names that only a turn's tools show (a family built per caller)
+            where = f"tenants.{self.context.tenant}: {type(self).__name__}.agent_tools()"
+            raise AgentLoadError(f"{where}: " + "; ".join(problems))
+        return [*own, *(t for _, t in family_tools)]
 
     async def turn_result(self, turn: TurnInput, result: TurnResult) -> TurnResult:
         """The turn's result as the loop made it; a subclass may add to it."""
@@ -297,10 +371,26 @@ class LoopingAgent(Agent):
             artifact = attrs.evolve(artifact, artifact_id=answer_id)
         return TurnResult(reply=answer, artifacts=(artifact,))
 
-    def _tools(self, context: ToolContext | None) -> list[Tool]:
+    def _tool_context(self, context: ToolContext | None) -> ToolContext:
+        """The turn's tool context (a turn run outside a server has none: the tenant's)."""
         if context is None:
-            context = ToolContext(tenant=self.context.tenant, instance_id=self.context.tenant)
-        return [tool for family in self._families for tool in family.factory(context)]
+            return ToolContext(tenant=self.context.tenant, instance_id=self.context.tenant)
+        return context
+
+
+def _clashes(own: Sequence[Tool], family_tools: Sequence[tuple[str, Tool]]) -> list[str]:
+    """Each name that two tools share, with who gives them and the fix."""
+    givers: dict[str, list[str]] = {}
+    for item in own:
+        givers.setdefault(item.name, []).append("the agent's own tools")
+    for family, item in family_tools:
+        givers.setdefault(item.name, []).append(f"tool family {family!r}")
+    return [
+        f"tool {name!r} is given by {' and by '.join(who)}; rename one "
+        "(@tool(name=...)) or leave the family out (agent_tool_families())"
+        for name, who in givers.items()
+        if len(who) > 1 and any(w == "the agent's own tools" for w in who)
+    ]
 
 
 async def resume_conversation(

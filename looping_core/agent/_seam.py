@@ -206,6 +206,8 @@ def load_agent_class(tenant: str, reference: str) -> type[Agent]:
     where = f"tenants.{tenant}.agent"
     try:
         module = importlib.import_module(module_name)
+    except LoopingError as exc:  # the module's own mistake, said by core (a tool's hints, ...)
+        raise AgentLoadError(f"{where}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
         raise AgentLoadError(
             f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); install the "

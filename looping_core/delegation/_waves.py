@@ -234,10 +234,11 @@ async def _subagent(
     if answered is not None:
         texts = [b.text for b in answered.content if isinstance(b, TextBlock)]
         return "".join(texts), answered.usage or Usage()
+    context = _tool_context(record, setup)
     outcome = await run_tool_loop(
         setup.models,
         ModelRequest(messages=conversation, system=recipe.instructions),
-        _tools(record, recipe, setup, session),
+        _tools(record, recipe, setup, session, context),
         budget=Budget(
             max_rounds=recipe.max_rounds or setup.max_rounds,
             max_tokens=setup.max_tokens,
@@ -246,6 +247,7 @@ async def _subagent(
         log=session,
         tool_timeout=setup.tool_timeout,
         pending=pending,
+        tool_context=context,
     )
     content = outcome.final.message.content
     return "".join(b.text for b in content if isinstance(b, TextBlock)), outcome.usage
@@ -258,15 +260,23 @@ def _brief(record: SubtaskRecord, inputs: Mapping[str, Any]) -> str:
     return json.dumps(brief, sort_keys=True, separators=(",", ":"))
 
 
-def _tools(
-    record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup, session: SessionLog | None
-) -> list[Tool]:
-    """Only the recipe's tool families, built for the caller (their data is the caller's) with
-    the subtask's own workspace; `delegate` only when the recipe asks for it and the depth
-    limit allows."""
+def _tool_context(record: SubtaskRecord, setup: SubagentSetup) -> ToolContext:
+    """The caller's tool context (their data is the caller's) with the subtask's own
+    workspace."""
     instance = f"{setup.tool_context.instance_id}/{record.task_id}/{record.subtask_id}"
     workspace = GuardedWorkspace(setup.open_workspace(instance), setup.workspace_limits)
-    context = attrs.evolve(setup.tool_context, workspace=workspace)
+    return attrs.evolve(setup.tool_context, workspace=workspace)
+
+
+def _tools(
+    record: SubtaskRecord,
+    recipe: SubtaskRecipe,
+    setup: SubagentSetup,
+    session: SessionLog | None,
+    context: ToolContext,
+) -> list[Tool]:
+    """Only the recipe's tool families, built with `context`; `delegate` only when the recipe
+    asks for it and the depth limit allows."""
     tools: list[Tool] = []
     for name in recipe.tool_families:
         family = setup.families.get(name)

@@ -22,8 +22,8 @@ The pytest plugin (loaded automatically through the `pytest11` entry point; no a
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
+from looping_core.modelserver import FunctionModel, ModelReply, TestModel, ToolCall
 from looping_core.testing._cassettes import cassette
-from looping_core.testing._function_models import FunctionModel, ModelReply, TestModel, ToolCall
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of

@@ -162,7 +162,7 @@ class NotesAgent(LoopingAgent):
     def agent_config(self) -> LoopingConfig:
         return LoopingConfig(budget=Budget(max_rounds=4), budget_note="Answer now.")
 
-    def agent_plugins(self) -> Sequence[str]:
+    def agent_tool_families(self) -> Sequence[str]:
         return ["notes"]
 
 
@@ -191,7 +191,7 @@ class PlanningAgent(RoundAgent):
     def agent_soul(self, capabilities: Sequence[str]) -> str:
         return "Test soul."
 
-    def agent_plugins(self) -> Sequence[str]:
+    def agent_tool_families(self) -> Sequence[str]:
         return ["notes"]
 
     def round_policy(self) -> RoundPolicy:
@@ -220,7 +220,7 @@ class WordlessPlanningAgent(PlanningAgent):
 
 
 class WrongFamiliesAgent(NotesAgent):
-    def agent_plugins(self) -> Sequence[str]:
+    def agent_tool_families(self) -> Sequence[str]:
         return ["notes", "weather"]
 
 

@@ -14,8 +14,8 @@ import pytest
 from looping_core.agent import ModelRequest, ModelUnavailable, run_tool_loop
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
 from looping_core.contract import Tool
+from looping_core.modelserver import arguments_for
 from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel, ToolCall
-from looping_core.testing._function_models import arguments_for
 
 REQUEST = ModelRequest((UserMessage([TextBlock("remember milk")]),), system="App words.")
 

@@ -60,7 +60,7 @@ class NotesKeeper(LoopingAgent):
             ),
         )
 
-    def agent_plugins(self) -> Sequence[str]:
+    def agent_tool_families(self) -> Sequence[str]:
         return ["notes"]
 
 
@@ -73,7 +73,7 @@ class NotesPlanner(RoundAgent):
             "What you can do: " + " ".join(capabilities)
         )
 
-    def agent_plugins(self) -> Sequence[str]:
+    def agent_tool_families(self) -> Sequence[str]:
         return ["notes"]
 
     def round_policy(self) -> RoundPolicy:

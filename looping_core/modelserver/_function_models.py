@@ -158,6 +158,8 @@ def _value_for(schema: Mapping[str, Any]) -> Any:
         properties: Mapping[str, Any] = schema.get("properties", {})
         return {name: _value_for(properties.get(name, {})) for name in schema.get("required", ())}
     if kind == "array":
+        if "prefixItems" in schema:  # a tuple of fixed length
+            return [_value_for(item) for item in schema["prefixItems"]]
         minimum = int(schema.get("minItems", 0))
         return [_value_for(schema.get("items", {})) for _ in range(minimum)]
     if kind == "string":

@@ -1,0 +1,41 @@
+"""Tools as typed functions.
+
+    from typing import Annotated
+    from looping_core.tools import tool
+
+    @tool
+    async def count_words(text: Annotated[str, "The text to count"]) -> int:
+        \"\"\"Count the words in a text.\"\"\"
+        return len(text.split())
+
+`count_words` is a `Tool` (a `FunctionTool`: calling it still calls the function). Its name is
+the function's, its description the docstring's text, its JSON Schema what the type hints say
+(see the table below); a parameter's description comes from `Annotated[T, "..."]` or
+the docstring's parameter section (Google, NumPy or reST). Arguments are checked against the
+schema and structured into the parameters' types before the call; a mismatch is the error
+result the model sees. A parameter typed `ToolCall` or `ToolContext` gets the call being served
+or the context the agent built its tools with, never a model's argument.
+
+The schema of each hint:
+
+| hint | schema |
+|---|---|
+| `str`, `int`, `float`, `bool`, `None` | `string`, `integer`, `number`, `boolean`, `null` |
+| `Literal[...]`, an `Enum` (JSON scalar values) | `enum` (with `type` when the values share one) |
+| `list[T]`, `Sequence[T]`, `tuple[T, ...]` | `array` of `T` |
+| `set[T]`, `frozenset[T]` | `array` of `T` with `uniqueItems` |
+| `tuple[A, B]` | `array` with `prefixItems`, exactly that long |
+| `dict[str, T]`, `Mapping[str, T]` | `object` with `additionalProperties: T` |
+| `X | Y`, `X | None` | `anyOf` |
+| an attrs class or a dataclass (nested) | `object`: its fields, the required ones, no others |
+| `Any` | `{}` (any JSON value) |
+| `Annotated[T, "words"]` | `T`'s schema with that `description` |
+
+A function that cannot be described is refused when `tool` is applied (`ToolDefinitionError`,
+naming the function, the parameter and the fix), so a server whose agent module has one does
+not start. Hand-written `Tool(name, description, input_schema, handler)` keeps working.
+"""
+
+from looping_core.tools._function import FunctionTool, ToolDefinitionError, schema_of, tool
+
+__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "tool"]

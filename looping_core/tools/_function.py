@@ -1,0 +1,280 @@
+"""`tool`: a `Tool` made from a typed function.
+
+The function's name is the tool's, its docstring the description (the parameter sections left
+out: they describe the parameters), its type hints the JSON Schema of its arguments. The loop
+checks a call's arguments against that schema; the handler then structures them into the
+parameters' types with cattrs (attrs classes, enums, lists of them...) and calls the function, a
+plain `def` in a worker thread so it never blocks the event loop. What the function returns is
+unstructured back to JSON (an attrs instance becomes an object), unless it is text or content
+blocks, which go to the model as they are.
+
+A parameter typed `ToolCall` is given the call being served (its id is an idempotency key) and
+one typed `ToolContext` the context the agent built its tools with (the caller's tenant, instance
+and workspace): the model never sees either.
+
+Every problem with a function is found when `tool` is applied, so an agent module whose tool
+cannot be described fails to import when the server starts, naming the function, the parameter
+and the fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import typing
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, Any, get_args, get_origin, overload
+
+import attrs
+import cattrs
+from cattrs.strategies import configure_union_passthrough
+
+from looping_core.content import AudioBlock, DocumentBlock, ImageBlock, TextBlock
+from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, current_tool_call
+from looping_core.errors import LoopingError
+from looping_core.tools._schema import (
+    Unsupported,
+    describe,
+    description_of,
+    parameter_descriptions,
+    with_default,
+)
+
+__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "tool"]
+
+_RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
+_INJECTED = (ToolCall, ToolContext)
+
+
+class ToolDefinitionError(LoopingError, TypeError):
+    """A function that cannot be made a tool: the message names it, the parameter and the fix."""
+
+
+def _converter() -> cattrs.Converter:
+    converter = cattrs.Converter(forbid_extra_keys=True)
+    converter.register_structure_hook(type(None), lambda value, _: value)  # the schema said null
+    # A union of JSON scalars (str | int) takes the value as it came; the schema checked it.
+    configure_union_passthrough(typing.Union[str, int, float, bool, None], converter)  # noqa: UP007
+    return converter
+
+
+_CONVERTER = _converter()
+
+
+@attrs.frozen
+class _Parameter:
+    name: str
+    hint: Any
+    default: Any  # inspect.Parameter.empty when required
+
+
+@attrs.frozen
+class FunctionTool(Tool):
+    """A `Tool` made by `tool` from a typed function; calling it calls the function (so tests
+    can call the function itself)."""
+
+    function: Callable[..., Any] = attrs.field(kw_only=True, repr=False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a `Tool` of a typed function (`async def` or `def`): `@tool`, or `@tool(name=...,
+    description=...)` to set what the function's name and docstring would give.
+
+    `ToolDefinitionError` when the function cannot be described: a parameter without a type
+    hint, a hint with no JSON Schema, `*args`/`**kwargs`, or a name that is no tool name."""
+
+    def make(function: Callable[..., Any]) -> FunctionTool:
+        return _make(function, name, description)
+
+    return make if function is None else make(function)
+
+
+def _make(function: Callable[..., Any], name: str | None, description: str | None) -> FunctionTool:
+    where = f"tool {_qualname(function)}"
+    if not callable(function):
+        raise ToolDefinitionError(f"{where}: not a function; apply @tool to a function")
+    tool_name = str(name or getattr(function, "__name__", ""))
+    doc = inspect.getdoc(function)
+    parameters, schema = _describe(function, where)
+    handler = _handler(function, parameters, where)
+    try:
+        return FunctionTool(
+            name=tool_name,
+            description=description if description is not None else description_of(doc),
+            input_schema=schema,
+            handler=handler,
+            function=function,
+        )
+    except ValueError as exc:
+        raise ToolDefinitionError(
+            f"{where}: {exc}; rename the function or give @tool(name=...)"
+        ) from None
+
+
+def _describe(
+    function: Callable[..., Any], where: str
+) -> tuple[tuple[_Parameter, ...], dict[str, Any]]:
+    """The parameters the model fills in, and the JSON Schema of their object."""
+    try:
+        hints = typing.get_type_hints(function, include_extras=True)
+    except Exception as exc:  # a name defined later, or only under TYPE_CHECKING
+        raise ToolDefinitionError(
+            f"{where}: its type hints cannot be resolved ({type(exc).__name__}: {exc}); define "
+            "the types it names where its module can see them at run time"
+        ) from None
+    described = parameter_descriptions(inspect.getdoc(function))
+    parameters: list[_Parameter] = []
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for parameter in inspect.signature(function).parameters.values():
+        at = f"{where}, parameter {parameter.name!r}"
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"{at}: *args and **kwargs have no schema; name each parameter the model fills in"
+            )
+        if parameter.name not in hints:
+            raise ToolDefinitionError(
+                f"{at} has no type hint; annotate it (for example `{parameter.name}: str`) so "
+                "the model knows what to pass"
+            )
+        hint = hints[parameter.name]
+        parameters.append(_Parameter(parameter.name, hint, parameter.default))
+        if _injected(hint) is not None:
+            continue
+        try:
+            schema = describe(hint)
+            _CONVERTER.get_structure_hook(hint)
+        except Unsupported as exc:
+            raise ToolDefinitionError(f"{at}: {exc.problem}; {exc.fix}") from None
+        except Exception as exc:  # cattrs cannot structure it (an ambiguous union, ...)
+            raise ToolDefinitionError(
+                f"{at}: its arguments cannot be structured ({exc}); "
+                "give each class of a union a required field no other has, or use one class"
+            ) from None
+        if parameter.name in described and "description" not in schema:
+            schema["description"] = described[parameter.name]
+        if parameter.default is parameter.empty:
+            required.append(parameter.name)
+        else:
+            schema = with_default(schema, parameter.default)
+        properties[parameter.name] = schema
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    schema["additionalProperties"] = False
+    return tuple(parameters), schema
+
+
+def schema_of(hint: Any) -> dict[str, Any]:
+    """The JSON Schema `tool` gives a parameter typed `hint` (the table in the package's
+    docs); `ToolDefinitionError` saying what to write instead when it has none."""
+    try:
+        return describe(hint)
+    except Unsupported as exc:
+        raise ToolDefinitionError(f"{exc.problem}; {exc.fix}") from None
+
+
+def _injected(hint: Any) -> type | None:
+    """`ToolCall` or `ToolContext` when a parameter asks for one (the loop fills it in)."""
+    if get_origin(hint) is Annotated:
+        hint = get_args(hint)[0]
+    return hint if hint in _INJECTED else None
+
+
+def _handler(
+    function: Callable[..., Any], parameters: tuple[_Parameter, ...], where: str
+) -> Callable[[Mapping[str, Any]], Awaitable[Any]]:
+    is_async = inspect.iscoroutinefunction(function)
+
+    async def handler(arguments: Mapping[str, Any]) -> Any:
+        kwargs = _arguments(parameters, arguments, where)
+        if is_async:
+            value = await function(**kwargs)
+        else:  # a plain function runs off the event loop
+            value = await asyncio.to_thread(functools.partial(function, **kwargs))
+        return _result(value)
+
+    return handler
+
+
+def _arguments(
+    parameters: tuple[_Parameter, ...], arguments: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    """The function's keyword arguments: the model's structured into their types, and the
+    call and context where asked for."""
+    kwargs: dict[str, Any] = {}
+    problems: list[str] = []
+    for parameter in parameters:
+        wanted = _injected(parameter.hint)
+        if wanted is not None:
+            kwargs[parameter.name] = _given(wanted, where)
+        elif parameter.name in arguments:
+            try:
+                kwargs[parameter.name] = _CONVERTER.structure(
+                    arguments[parameter.name], parameter.hint
+                )
+            except Exception as exc:
+                problems += _problems(exc, parameter.name)
+    if problems:
+        raise ToolError("invalid arguments: " + "; ".join(problems))
+    return kwargs
+
+
+def _given(wanted: type, where: str) -> ToolCall | ToolContext:
+    call = current_tool_call()
+    if call is None:
+        raise RuntimeError(f"{where} asks for the {wanted.__name__} but runs outside a tool call")
+    if wanted is ToolCall:
+        return call
+    if call.context is None:
+        raise RuntimeError(
+            f"{where} asks for the ToolContext but the loop was given none "
+            "(run_tool_loop(..., tool_context=...))"
+        )
+    return call.context
+
+
+def _problems(exc: Exception, name: str) -> list[str]:
+    if isinstance(exc, cattrs.BaseValidationError):
+        return list(cattrs.transform_error(exc, path=name))
+    return [f"{exc} @ {name}"]
+
+
+def _result(value: Any) -> Any:
+    """What the loop turns into the tool's result: text and blocks as they are, anything else
+    unstructured to JSON (attrs instances, enums, dataclasses...)."""
+    if value is None or isinstance(value, (str, *_RESULT_BLOCKS)):
+        return value
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(v, _RESULT_BLOCKS) for v in value)
+    ):
+        return value
+    return _CONVERTER.unstructure(value)
+
+
+def _qualname(function: Any) -> str:
+    module = getattr(function, "__module__", None)
+    name = getattr(function, "__qualname__", None) or repr(function)
+    return f"{module}.{name}" if module else name
