@@ -38,6 +38,7 @@ from looping_core.gateway import (
 from looping_core.modelserver import DEFAULT_PORT, ModelServer, TestModel, load_model, serve_model
 from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
+from looping_core.project_template import write_project
 from looping_core.runner import run_retention
 from looping_core.store import (
     Database,
@@ -62,6 +63,15 @@ _config_option = click.option(
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
     help="The config file (default: $LOOPING_CONFIG, else ./looping.toml).",
+)
+
+
+_dir_option = click.option(
+    "--dir",
+    "into",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(),
+    help="Where to write it (default: here).",
 )
 
 
@@ -667,6 +677,28 @@ def tasks_cancel(
     _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id}, binding=binding)
 
 
+@main.command("new")
+@click.argument("name")
+@_dir_option
+@_clean_errors
+def new(name: str, into: Path) -> None:
+    """Write a new agent project NAME: an agent with a typed tool, its config, tests, CI."""
+    target = write_project(name, into)
+    click.echo(f"wrote {target}; its README says how to install, test, serve and ask it:")
+    click.echo(f"  cd {target}")
+    for line in _commands(target / "README.md", "## Install and test"):
+        click.echo(f"  {line}")
+
+
+def _commands(readme: Path, heading: str) -> list[str]:
+    """The lines of the first shell block after `heading` in `readme`."""
+    lines = readme.read_text().splitlines()
+    start = lines.index(heading)
+    opening = next(i for i in range(start, len(lines)) if lines[i].startswith("```sh"))
+    closing = lines.index("```", opening + 1)
+    return lines[opening + 1 : closing]
+
+
 @main.group()
 def plugin() -> None:
     """Write plugins."""
@@ -674,18 +706,12 @@ def plugin() -> None:
 
 @plugin.command("new")
 @click.argument("name")
-@click.option(
-    "--dir",
-    "into",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path(),
-    help="Where to write it (default: here).",
-)
+@_dir_option
 @_clean_errors
 def plugin_new(name: str, into: Path) -> None:
     """Write a new plugin distribution NAME: entry point, hooks, a tool, tests, CI."""
     target = write_plugin(name, into)
-    click.echo(f"wrote {target}; next: cd {target} && pip install -e '.[test]' && pytest")
+    click.echo(f"wrote {target}; its README says how to install and test it")
 
 
 @main.group()

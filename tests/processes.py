@@ -25,7 +25,7 @@ def start_looping(
     with log.open("ab") as output:
         return subprocess.Popen(
             [script, *args], env={**os.environ, **env}, stdout=output, stderr=output,
-            start_new_session=True, cwd=cwd, preexec_fn=preexec,
+            start_new_session=True, cwd=cwd, preexec_fn=preexec,  # noqa: PLW1509 - it only sets a signal disposition
         )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
+
 from processes import start_looping, stop, wait_for_url
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -50,8 +51,7 @@ def test_it_serves_until_a_signal_even_started_with_sigint_ignored(
 
 def test_it_answers_from_the_model_a_module_names(tmp_path: Path) -> None:
     (tmp_path / "my_models.py").write_text(
-        "def shout(request):\n"
-        "    return request.messages[-1].content[0].text.upper()\n"
+        "def shout(request):\n    return request.messages[-1].content[0].text.upper()\n"
     )
     port = unused_port()
     log = tmp_path / "model.log"

@@ -20,6 +20,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
+
 from processes import start_looping, stop, wait_for_url
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -188,7 +189,9 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
     )
     agents = str(Path(__file__).parent / "a2a")
     log = tmp_path / "serve.log"
-    process = start_looping("serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log)
+    process = start_looping(
+        "serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log
+    )
     state = ["--state", str(tmp_path / "state")]
     try:
         wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
@@ -237,7 +240,9 @@ def test_both_bindings_from_the_cli(
     assert "the agent refused" in refused.stderr
 
     url = f"{load_config(config).server.rest_url}/words/tasks/{task['id']}"
-    gateway = start_looping("gateway", "--config", str(config), *state, env={}, log=tmp_path / "gw.log")
+    gateway = start_looping(
+        "gateway", "--config", str(config), *state, env={}, log=tmp_path / "gw.log"
+    )
     try:
         gateway_port = served[1]
         wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway,

@@ -35,7 +35,12 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("looping_core.delegation",),
     ("looping_core.runner",),
     ("looping_core.server",),
-    ("looping_core.gateway", "looping_core.modelserver", "looping_core.plugin_template"),
+    (
+        "looping_core.gateway",
+        "looping_core.modelserver",
+        "looping_core.plugin_template",
+        "looping_core.project_template",
+    ),
     ("looping_core.cli",),
     ("looping_core.testing",),
 )

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from looping_core.plugin_template import core_source
 from looping_core.testing import ed25519_private_jwk
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -24,6 +25,12 @@ def test_a_new_plugin_installs_and_passes_its_own_tests(looping_cli: Cli, tmp_pa
                  "tests/test_plugin.py", ".github/workflows/ci.yml"):  # fmt: skip
         assert (plugin / part).is_file(), part
     assert 'dependencies = ["looping-core>=0.1,<0.2"]' in (plugin / "pyproject.toml").read_text()
+    # Installed here from a clone, not an index: its commands install this very looping-core.
+    core = core_source()
+    assert core.path is not None
+    install = f"pip install -e '{core.path}' -e '.[test]'"
+    assert install in (plugin / "README.md").read_text()
+    assert install in (plugin / ".github/workflows/ci.yml").read_text()
     site = tmp_path / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",

@@ -6,11 +6,20 @@ from __future__ import annotations
 
 import re
 import string
+from collections.abc import Mapping
 from pathlib import Path
 
 from looping_core.errors import LoopingError
+from looping_core.plugin_template._source import CoreSource, core_source
 
-__all__ = ["PluginTemplateError", "write_plugin"]
+__all__ = [
+    "CoreSource",
+    "PluginTemplateError",
+    "check_name",
+    "core_source",
+    "render",
+    "write_plugin",
+]
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 _HERE = Path(__file__).parent
@@ -32,21 +41,44 @@ class PluginTemplateError(LoopingError):
 
 def write_plugin(name: str, into: Path) -> Path:
     """Write plugin distribution `name` into `into/name`; returns that folder."""
-    if not _NAME.match(name) or name.endswith("-") or "--" in name:
-        raise PluginTemplateError(
-            f"{name!r} is not a plugin name: use lowercase letters, digits and single hyphens, "
-            "starting with a letter (such as my-tools)"
-        )
-    target = into / name
-    if target.exists():
-        raise PluginTemplateError(f"{target} exists already; choose another name or folder")
-    words = {"name": name, "package": name.replace("-", "_"), "family": name}
-    for template, destination in _FILES.items():
-        text = string.Template((_HERE / template).read_text()).substitute(words)
-        path = target / string.Template(destination).substitute(words)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+    check_name(name, "plugin", "my-tools", PluginTemplateError)
+    core = core_source().pip_argument()
+    words = {
+        "name": name,
+        "package": name.replace("-", "_"),
+        "family": name,
+        "core": f" {core}" if core else "",
+    }
+    target = render(_HERE, _FILES, words, into / name, PluginTemplateError)
     (target / "src" / words["package"] / "__init__.py").write_text(
         f'"""The {name} plugin for looping-core."""\n'
     )
+    return target
+
+
+def check_name(name: str, kind: str, example: str, error: type[LoopingError]) -> None:
+    """Refuse a distribution name that is not lowercase letters, digits and single hyphens."""
+    if not _NAME.match(name) or name.endswith("-") or "--" in name:
+        raise error(
+            f"{name!r} is not a {kind} name: use lowercase letters, digits and single hyphens, "
+            f"starting with a letter (such as {example})"
+        )
+
+
+def render(
+    source: Path,
+    files: Mapping[str, str],
+    words: Mapping[str, str],
+    target: Path,
+    error: type[LoopingError],
+) -> Path:
+    """Write each template of `source` (`$word`s filled in from `words`) where `files` says,
+    under `target`, which must not exist yet; returns `target`."""
+    if target.exists():
+        raise error(f"{target} exists already; choose another name or folder")
+    for template, destination in files.items():
+        text = string.Template((source / template).read_text()).substitute(words)
+        path = target / string.Template(destination).substitute(words)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     return target

@@ -14,7 +14,9 @@ For agent authors: `AgentHarness` serves an agent in-process behind a fake gatew
 turn as the gateway does, take its `result` from the verified push); `ScriptedModel` (a
 script of answers, `ScriptedModel.calls(...)` for a tool call), `FunctionModel` (a function of
 each request: it reacts to what the agent sent), `TestModel` (calls every offered tool once,
-then answers with their results) and `FakeModelServer` stand in for a hosted model;
+then answers with their results; the three models live in `looping_core.modelserver`, which
+serves them over HTTP as `looping model serve` does) and `FakeModelServer` stand in for a
+hosted model;
 `cassette` records a model's or a tool's HTTP once and replays it offline; `MemorySession`
 drives a loop with no store.
 

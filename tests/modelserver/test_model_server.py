@@ -121,7 +121,9 @@ async def test_a_streamed_completion_with_tool_calls_and_usage(served: Any) -> N
         chunks = [chunk async for chunk in stream]
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     calls = [tc for c in chunks if c.choices for tc in c.choices[0].delta.tool_calls or ()]
-    finish = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    finish = [
+        c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason
+    ]
     assert text == "calling"
     assert [(tc.id, tc.function.name, tc.function.arguments) for tc in calls] == [  # type: ignore[union-attr]
         ("call-1", "weather", '{"city": "Oslo"}')
@@ -153,16 +155,22 @@ async def test_a_whole_conversation_reads_back_as_the_content_vocabulary(served:
                     "role": "assistant",
                     "content": None,
                     "tool_calls": [
-                        {"id": "a", "type": "function",
-                         "function": {"name": "weather", "arguments": '{"city":"X"}'}},
-                        {"id": "b", "type": "function",
-                         "function": {"name": "weather", "arguments": "{}"}},
+                        {
+                            "id": "a",
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": '{"city":"X"}'},
+                        },
+                        {
+                            "id": "b",
+                            "type": "function",
+                            "function": {"name": "weather", "arguments": "{}"},
+                        },
                     ],
                 },
                 {"role": "tool", "tool_call_id": "a", "content": "sunny"},
                 {"role": "tool", "tool_call_id": "b", "content": "rain"},
                 {"role": "system", "content": "Later words."},
-            ],  # fmt: skip
+            ],
         )
     assert reply.choices[0].message.content == "echo Later words."
     [request] = seen
