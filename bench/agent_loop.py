@@ -8,7 +8,8 @@ Every turn asks the model, runs the `lookup` tool it calls, gives it the result,
 bench/model_server.py in its own process (a fixed `--latency-ms` before each answer), so the CPU
 time measured here is the agents' own.
 
-- looping-core: a `LoopingAgent` run by the embedded runner on an SQLite store, as `looping serve`
+- looping-core: a `LoopingAgent` with the tool as a typed `def` (`@tool`, in `agent_tools`) run by
+  the embedded runner on an SQLite store, as `looping serve`
   runs it minus the HTTP edge: each turn is accepted (`start_turn`), begun, run and ended with
   guarded writes, and every step of the loop (the user message, each model response, each tool
   result) is committed to the session store before the next begins. It streams from the model.
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,25 +44,25 @@ from looping_core import hookspecs
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.agent import AgentContext, Budget, LoopingAgent, LoopingConfig, OpenAIChatModel
 from looping_core.config import RunnerConfig
-from looping_core.contract import Identity, PluginInfo, Tool, ToolFamily
-from looping_core.plugins import PluginHost
-from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
+from looping_core.contract import Identity, Tool, ToolContext
+from looping_core.plugins import PluginHost, PluginRegistry
 from looping_core.runner import EmbeddedRunner
-from looping_core.store import Database, SessionStore, TaskStore, bind, upgrade
+from looping_core.store import Database, PluginAccess, SessionStore, TaskStore, bind, upgrade
+from looping_core.tools import tool
 
 HERE = Path(__file__).parent
 CALLER = Identity("bench", "https://gateway.bench", "caller")
 QUESTION = "Look the keys up, then say how many you looked up."
-LOOKUP_SCHEMA = {
-    "type": "object",
-    "properties": {"key": {"type": "string"}},
-    "required": ["key"],
-    "additionalProperties": False,
-}
 
 
 def lookup_value(key: str) -> str:
     return f"value of {key}"
+
+
+@tool
+def lookup(key: str) -> str:
+    """Looks a key up."""
+    return lookup_value(key)
 
 
 @dataclass(frozen=True)
@@ -105,26 +106,15 @@ class BenchAgent(LoopingAgent):
     def agent_config(self) -> LoopingConfig:
         return LoopingConfig(budget=Budget(max_rounds=10))
 
+    def agent_tools(self, context: ToolContext) -> Sequence[Tool]:
+        return [lookup]  # a typed `def`, as pydantic-ai's tool_plain below
+
 
 def _host() -> PluginHost:
-    """The lookup tool as a plugin's tool family would give it."""
-
-    async def lookup(arguments: Mapping[str, Any]) -> str:
-        return lookup_value(arguments["key"])
-
-    tool = Tool("lookup", "Looks a key up.", LOOKUP_SCHEMA, lookup)
-    source = Provenance("bench", "bench", "0")
-    family = ToolFamily("lookup", "Looks keys up.", lambda context: [tool])
-    plugin = LoadedPlugin(
-        source=source, obj=object(), info=PluginInfo(capability="Looks keys up."), config=None,
-        hooks=(),
-    )  # fmt: skip
-    registry = PluginRegistry(
-        plugins=(plugin,), tool_families={"lookup": Contribution(family, source)}
-    )
+    """No plugins: the agent's tool is its own."""
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
-    return PluginHost(registry, manager)
+    return PluginHost(PluginRegistry(), manager)
 
 
 class Ours:
@@ -142,7 +132,7 @@ class Ours:
             {"bench": host},
             RunnerConfig(concurrency=64),
             sessions=SessionStore(self.database, node="local"),
-            database=self.database.peewee,
+            store_access=PluginAccess(self.database),
         )
 
     async def turn(self) -> None:

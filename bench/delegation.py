@@ -43,7 +43,15 @@ from looping_core.delegation import RoundAgent, RoundPolicy
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
 from looping_core.runner import EmbeddedRunner
-from looping_core.store import Database, SessionStore, SubtaskStore, TaskStore, bind, upgrade
+from looping_core.store import (
+    Database,
+    PluginAccess,
+    SessionStore,
+    SubtaskStore,
+    TaskStore,
+    bind,
+    upgrade,
+)
 
 CALLER = Identity("bench", "https://gateway.bench", "caller")
 
@@ -144,7 +152,7 @@ async def one_turn(options: argparse.Namespace, folder: Path) -> dict[str, float
         RunnerConfig(),
         sessions=SessionStore(database, node="local"),
         subtasks=subtasks,
-        database=database.peewee,
+        store_access=PluginAccess(database),
     )
     message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="go"),))
     cpu, wall = time.process_time(), time.perf_counter()

@@ -1,8 +1,9 @@
-"""Types exchanged between the host and plugins (contract version 1).
+"""Types exchanged between the host and plugins (contract version 2).
 
 Everything here is a frozen attrs class or a small Protocol: plugins return these from their hooks
 and receive them as arguments. Changing a field in an incompatible way means bumping
-`looping_core.hookspecs.CONTRACT_VERSION`.
+`looping_core.hookspecs.CONTRACT_VERSION` (2 gave tools `ToolContext.store`, calls on the store's
+own thread, where 1 gave them the raw database).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import contextvars
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
@@ -26,6 +27,7 @@ __all__ = [
     "PluginStore",
     "SecretRef",
     "SessionRef",
+    "StoreAccess",
     "SubtaskLog",
     "SubtaskRecipe",
     "SubtaskRecord",
@@ -119,6 +121,21 @@ class PluginInfo:
     secrets: tuple[str, ...] = attrs.field(default=(), converter=tuple)
 
 
+_T = TypeVar("_T")
+
+
+class StoreAccess(Protocol):
+    """The store, for a plugin's own tables (see `PluginStore`): every call runs on the store's
+    own thread, where all of core's database work runs, so a tool's writes take part in the
+    store's group commit and its writer lock and never meet "database is locked"."""
+
+    async def run(self, fn: Callable[[peewee.Database], _T]) -> _T:
+        """Run `fn(db)` on the store's thread in a write transaction and await its result. `fn`
+        is synchronous (peewee queries on models bound to `db`); if it raises, its writes are
+        undone and nothing else's. On SQLite `fn` shares a commit with other jobs, so it must
+        not commit or roll back itself."""
+
+
 @attrs.frozen
 class ToolContext:
     """What a tool factory knows about the agent instance it builds tools for."""
@@ -126,8 +143,9 @@ class ToolContext:
     tenant: str
     instance_id: str
     workspace: Workspace | None = None
-    database: peewee.Database | None = attrs.field(default=None, repr=False)
-    """The store's database, for tools of plugins that own tables (see `PluginStore`)."""
+    store: StoreAccess | None = attrs.field(default=None, repr=False)
+    """The store, for tools of plugins that own tables (`await context.store.run(fn)`); `None`
+    outside a served turn."""
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from looping_core.contract import (
 )
 
 __all__ = [
+    "CONTRACT_CHANGES",
     "CONTRACT_VERSION",
     "ENTRY_POINT_GROUP",
     "PROJECT_NAME",
@@ -55,8 +56,21 @@ __all__ = [
     "workspace_backing",
 ]
 
-CONTRACT_VERSION = 1
-"""The version of this contract. A plugin targeting any other version is refused at startup."""
+CONTRACT_VERSION = 2
+"""The version of this contract. A plugin targeting any other version is refused at startup.
+
+2: tools reach a plugin's tables through `ToolContext.store` (calls on the store's own thread),
+no longer through the raw `ToolContext.database`."""
+
+CONTRACT_CHANGES = {
+    2: (
+        "contract 2 gives tools ToolContext.store, whose run(fn) calls fn(db) on the store's "
+        "own thread, in place of the raw ToolContext.database: move each table access into "
+        "`await context.store.run(fn)` and return 2 from contract_version()"
+    ),
+}
+"""What changed in each version, for the sentence that refuses a plugin written for an older
+one."""
 
 PROJECT_NAME = "looping"
 ENTRY_POINT_GROUP = "looping.plugins"

@@ -307,6 +307,13 @@ def _check_contract_version(
             f"{hookspecs.CONTRACT_VERSION}, or pin looping-core to a release that speaks "
             f"contract version {version}"
         )
+        changes = [
+            hookspecs.CONTRACT_CHANGES[step]
+            for step in range(version + 1, hookspecs.CONTRACT_VERSION + 1)
+            if step in hookspecs.CONTRACT_CHANGES
+        ]
+        if changes:  # what its author changes, spelled out
+            fix += "; to port it: " + "; ".join(changes)
     problems.add(
         "contract-version",
         f"targets plugin contract version {version}, but {core} speaks contract version "

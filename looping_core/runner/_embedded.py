@@ -50,7 +50,14 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.content import Message as ContentMessage
-from looping_core.contract import Identity, SessionRef, SubtaskRecord, ToolContext, Turn
+from looping_core.contract import (
+    Identity,
+    SessionRef,
+    StoreAccess,
+    SubtaskRecord,
+    ToolContext,
+    Turn,
+)
 from looping_core.plugins import PluginHost
 from looping_core.store import SessionStore, StoreUnavailable, SubtaskStore, TaskStore
 
@@ -84,14 +91,14 @@ class EmbeddedRunner:
         *,
         on_settled: Callable[[], None] = lambda: None,
         sessions: SessionStore | None = None,
-        database: Any = None,
+        store_access: StoreAccess | None = None,
         subtasks: SubtaskStore | None = None,
         push_progress: bool = False,
         coalesce_seconds: float = 0.05,
         queued: bool = False,
     ) -> None:
-        """`sessions` keeps each caller's conversation for the agents; `database` (the store's
-        peewee database) is what plugins' tools that own tables get in their `ToolContext`.
+        """`sessions` keeps each caller's conversation for the agents; `store_access` is what
+        plugins' tools that own tables get in their `ToolContext` (calls on the store's thread).
         `push_progress`: a turn's progress is pushed too (`[push] progress`);
         `coalesce_seconds`: artifact chunks closer together are one event. `queued`: a job
         engine runs the turns (`run_queued`, on whichever process takes the job), so `start`,
@@ -101,7 +108,7 @@ class EmbeddedRunner:
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
         self._sessions = sessions
-        self._database = database
+        self._store_access = store_access
         self._subtasks = subtasks
         self._store = store
         self._agents = agents
@@ -399,7 +406,7 @@ class EmbeddedRunner:
             tool_context=ToolContext(
                 tenant=caller.tenant,
                 instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own
-                database=self._database,
+                store=self._store_access,
             ),
         )
         gate = self._plugins[caller.tenant]

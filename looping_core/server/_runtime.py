@@ -23,7 +23,7 @@ from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
 from looping_core.runner import EmbeddedRunner, PushDeliverer, keep_pruning
-from looping_core.store import Database, SessionStore, SubtaskStore, TaskStore
+from looping_core.store import Database, PluginAccess, SessionStore, SubtaskStore, TaskStore
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine
@@ -88,7 +88,7 @@ async def open_runtime(
             on_settled=deliverer.wake,
             sessions=SessionStore(database, node=node, worker=worker),
             subtasks=SubtaskStore(database, node=node, worker=worker),
-            database=database.peewee,
+            store_access=PluginAccess(database),
             push_progress=config.push.progress,
             coalesce_seconds=config.streaming.coalesce_seconds,
             queued=engine,

@@ -15,6 +15,7 @@
 - `prune`: delete finished work past its `RetentionPolicy`, in bounded batches.
 """
 
+from looping_core.store._access import PluginAccess
 from looping_core.store._db import (
     Database,
     StoreError,
@@ -64,6 +65,7 @@ __all__ = [
     "Migration",
     "MigrationStatus",
     "OutboxItem",
+    "PluginAccess",
     "PruneCounts",
     "PushConfigNotFound",
     "RetentionPolicy",

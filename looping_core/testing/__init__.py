@@ -7,6 +7,9 @@ For plugin authors: run the host's own startup validation on your plugin in your
     def test_my_plugin_is_valid():
         assert_plugin_valid("my-plugin", {"api_key": "env:MY_KEY"}, environ={"MY_KEY": "x"})
 
+`plugin_store(url, stores)` is a real store for a plugin's tools (what a served turn gives them
+as `ToolContext.store`), its tables ensured as at startup.
+
 For the A2A edge: real Ed25519 keys (`ed25519_private_jwk`), gateway tokens
 (`make_gateway_token`) and a `FakeGateway` that serves its JWKS on 127.0.0.1 and counts fetches.
 
@@ -31,6 +34,7 @@ from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
 from looping_core.testing._models import FakeModelServer, Reply, ScriptedModel
 from looping_core.testing._sessions import MemorySession
+from looping_core.testing._stores import plugin_store
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
 
 __all__ = [
@@ -51,6 +55,7 @@ __all__ = [
     "ed25519_private_jwk",
     "make_gateway_token",
     "plugin_problems",
+    "plugin_store",
     "public_jwk_of",
     "tenant_toml",
 ]

@@ -12,7 +12,12 @@ import pytest
 from looping_core.config import Config, PluginsConfig
 from looping_core.contract import Identity, SessionRef, ToolContext, Turn
 from looping_core.plugins import PluginHost
-from looping_core.testing import PluginValidator, assert_plugin_valid, plugin_problems
+from looping_core.testing import (
+    PluginValidator,
+    assert_plugin_valid,
+    plugin_problems,
+    plugin_store,
+)
 from looping_plugins_example import notes
 
 SESSION = SessionRef(
@@ -78,16 +83,22 @@ def test_ensure_tables_upgrades_a_version_1_table_without_losing_rows(
     assert db.execute_sql("SELECT text FROM example_notes").fetchall() == [("old",)]
 
 
-async def test_notes_tools_are_scoped_to_their_agent_instance(db: peewee.SqliteDatabase) -> None:
-    notes.ensure_tables(db, 0)
+async def test_notes_tools_are_scoped_to_their_agent_instance(tmp_path: Path) -> None:
     family = assert_plugin_valid("example-notes", {"max_notes": 2}).tool_families["notes"].item
-    mine = {t.name: t for t in family.factory(ToolContext("t1", "a", database=db))}
-    theirs = {t.name: t for t in family.factory(ToolContext("t2", "a", database=db))}
-    for text in ("one", "two", "three"):
-        await mine["add_note"].handler({"text": text})
-    await theirs["add_note"].handler({"text": "not yours"})
-    assert await mine["list_notes"].handler({}) == {"notes": ["one", "two"]}
-    assert await theirs["list_notes"].handler({}) == {"notes": ["not yours"]}
+    with plugin_store(f"sqlite:///{tmp_path / 'notes.db'}", notes.stores()) as store:
+        mine = {t.name: t for t in family.factory(ToolContext("t1", "a", store=store))}
+        theirs = {t.name: t for t in family.factory(ToolContext("t2", "a", store=store))}
+        for text in ("one", "two", "three"):
+            await mine["add_note"].handler({"text": text})
+        await theirs["add_note"].handler({"text": "not yours"})
+        assert await mine["list_notes"].handler({}) == {"notes": ["one", "two"]}
+        assert await theirs["list_notes"].handler({}) == {"notes": ["not yours"]}
+
+
+def test_notes_tools_need_the_store_of_a_served_turn() -> None:
+    family = assert_plugin_valid("example-notes").tool_families["notes"].item
+    with pytest.raises(RuntimeError, match=r"need the store \(ToolContext.store\)"):
+        family.factory(ToolContext("t1", "a"))
 
 
 def test_the_summarize_recipe_uses_the_notes_family() -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ from looping_core.contract import (
     ToolFamily,
 )
 from looping_core.hookspecs import CONTRACT_VERSION, hookimpl
+from looping_core.tools import tool
 
 TABLE = "example_notes"
 STORE_VERSION = 2
@@ -42,6 +43,7 @@ class SummarizeParams:
     max_notes: int = 20
 
 
+@functools.cache
 def _note_model(db: peewee.Database) -> type[peewee.Model]:
     """The `example_notes` table as a peewee model bound to `db` (portable SQL, any backend)."""
 
@@ -72,46 +74,39 @@ def ensure_tables(db: peewee.Database, from_version: int) -> None:
 
 
 def _tools(context: ToolContext, config: NotesConfig) -> Sequence[Tool]:
-    if context.database is None:
-        raise RuntimeError("the notes tools need the store's database in the ToolContext")
-    note: Any = _note_model(context.database)
-    mine = (note.tenant == context.tenant) & (note.instance_id == context.instance_id)
+    """The caller's notes tools: typed functions whose table work runs on the store's thread
+    (`context.store`), with the store's own writes."""
+    store = context.store
+    if store is None:
+        raise RuntimeError("the notes tools need the store (ToolContext.store) of a served turn")
 
-    async def add_note(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        text = str(arguments["text"])
+    def mine(note: Any) -> Any:
+        return (note.tenant == context.tenant) & (note.instance_id == context.instance_id)
 
-        def insert() -> int:
-            row = note.create(tenant=context.tenant, instance_id=context.instance_id, text=text)
-            return int(row.id)
+    @tool
+    async def add_note(text: str) -> dict[str, int]:
+        """Keep a note for later."""
 
-        return {"id": await asyncio.to_thread(insert)}
+        def insert(db: peewee.Database) -> int:
+            note: Any = _note_model(db)
+            return int(
+                note.create(tenant=context.tenant, instance_id=context.instance_id, text=text).id
+            )
 
-    async def list_notes(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        def select() -> list[str]:
-            query = note.select(note.text).where(mine).order_by(note.id).limit(config.max_notes)
-            return [row.text for row in query]
+        return {"id": await store.run(insert)}
 
-        return {"notes": await asyncio.to_thread(select)}
+    @tool
+    async def list_notes() -> dict[str, list[str]]:
+        """List the notes kept so far, oldest first."""
 
-    return [
-        Tool(
-            name="add_note",
-            description="Keep a note for later.",
-            input_schema={
-                "type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"],
-                "additionalProperties": False,
-            },
-            handler=add_note,
-        ),
-        Tool(
-            name="list_notes",
-            description="List the notes kept so far, oldest first.",
-            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
-            handler=list_notes,
-        ),
-    ]
+        def select(db: peewee.Database) -> list[str]:
+            note: Any = _note_model(db)
+            query = note.select(note.text).where(mine(note)).order_by(note.id)
+            return [row.text for row in query.limit(config.max_notes)]
+
+        return {"notes": await store.run(select)}
+
+    return [add_note, list_notes]
 
 
 def _summarize_recipe(params: SummarizeParams) -> SubtaskRecipe:

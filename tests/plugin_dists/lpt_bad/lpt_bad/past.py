@@ -4,4 +4,4 @@ from lpt_bad.base import plugin_info  # noqa: F401
 
 @hookimpl
 def contract_version():
-    return 0
+    return 1
