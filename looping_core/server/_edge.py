@@ -17,7 +17,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,7 @@ __all__ = [
     "CallContext",
     "ClientGone",
     "Edge",
+    "answer_or_refuse",
     "authenticate",
     "build_edge",
     "call_method",
@@ -86,7 +87,7 @@ __all__ = [
     "write_stream",
 ]
 
-_log = logging.getLogger("looping_core.a2a")
+_log = logging.getLogger("looping_core.server")
 
 JWKS_PATH = "/.well-known/jwks.json"
 CARD_PATH = "/.well-known/agent-card.json"
@@ -219,13 +220,18 @@ def _etags(header: str) -> set[str]:
 
 
 async def handle_rpc(request: web.Request) -> web.StreamResponse:
-    request_id: RpcId = None
     record = observed("jsonrpc")
-    try:
+    request_id: RpcId = None
+
+    async def work() -> web.StreamResponse:
+        nonlocal request_id
         services = request.app[SERVICES]
         if request.content_type not in JSON_TYPES:
             raise UnsupportedMediaType()
-        call, method = parse_envelope(await read_body(request, services), services.methods)
+        try:
+            call, method = parse_envelope(await read_body(request, services), services.methods)
+        except EnvelopeError as exc:  # its own id: the one the envelope had, if any
+            return _error_response(exc.error, exc.request_id, record)
         request_id = call.id
         if method is not None:  # a name from the table: a client cannot invent label values
             record.method = call.method
@@ -239,21 +245,36 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
                 lambda error: json.dumps(response(request_id, error=error_object(error))),
             )
         return _json_response(response(request_id, result=result))
-    except EnvelopeError as exc:
-        return _error_response(exc.error, exc.request_id, record)
+
+    return await answer_or_refuse(
+        request, record, work, lambda error: _error_response(error, request_id, record)
+    )
+
+
+async def answer_or_refuse(
+    request: web.Request,
+    record: Observed,
+    work: Callable[[], Awaitable[web.StreamResponse]],
+    refuse: Callable[[RpcError], web.StreamResponse],
+) -> web.StreamResponse:
+    """The one ladder from what went wrong to what a client of either binding gets: a protocol
+    error as itself, a store's refusal as its protocol error, an outage as UNAVAILABLE, a
+    client gone as nothing, and anything else as an internal error (logged, never shown)."""
+    try:
+        return await work()
     except RpcError as exc:
-        return _error_response(exc, request_id, record)
+        return refuse(exc)
     except store.StoreRefusal as exc:
-        return _error_response(rpc_error_of(exc), request_id, record)
+        return refuse(rpc_error_of(exc))
     except store.StoreUnavailable:
-        return _error_response(unavailable(), request_id, record)
+        return refuse(unavailable())
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         record.outcome = "client_gone"
         return web.Response(status=400)  # nobody reads it
     except Exception:
         _log.exception("internal error answering %s", request.path)
-        return _error_response(InternalError(), request_id, record)
+        return refuse(InternalError())
 
 
 async def write_stream(

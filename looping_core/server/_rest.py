@@ -21,9 +21,7 @@ from urllib.parse import unquote
 import attrs
 from aiohttp import web
 
-from looping_core import store
 from looping_core.a2a._errors import (
-    InternalError,
     InvalidParams,
     RpcError,
     UnsupportedMediaType,
@@ -32,15 +30,13 @@ from looping_core.a2a._errors import (
 from looping_core.a2a._jsonrpc import RpcCall, method_not_found, parse_body
 from looping_core.server._edge import (
     JSON_TYPES,
-    ClientGone,
+    answer_or_refuse,
     authenticate,
     call_method,
     check_version,
     error_headers,
     outcome_of,
     read_body,
-    rpc_error_of,
-    unavailable,
     write_stream,
 )
 from looping_core.server._requests import Observed, observed
@@ -49,7 +45,7 @@ from looping_core.server._streams import TaskStream
 
 __all__ = ["ROUTES", "handle_rest"]
 
-_log = logging.getLogger("looping_core.a2a")
+_log = logging.getLogger("looping_core.server")
 
 A2A_JSON = "application/a2a+json"
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
@@ -122,21 +118,9 @@ ROUTES: tuple[Route, ...] = (
 async def handle_rest(request: web.Request) -> web.StreamResponse:
     """Every request under `[server] rest_path`."""
     record = observed("rest")
-    try:
-        return await _answer(request, record)
-    except RpcError as exc:
-        return _error(exc, record)
-    except store.StoreRefusal as exc:
-        return _error(rpc_error_of(exc), record)
-    except store.StoreUnavailable:
-        return _error(unavailable(), record)
-    except ClientGone:
-        _log.info("client %s disconnected while sending its request", request.remote)
-        record.outcome = "client_gone"
-        return web.Response(status=400)  # nobody reads it
-    except Exception:
-        _log.exception("internal error answering %s", request.path)
-        return _error(InternalError(), record)
+    return await answer_or_refuse(
+        request, record, lambda: _answer(request, record), lambda error: _error(error, record)
+    )
 
 
 async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:

@@ -282,7 +282,7 @@ async def test_refusals_are_logged_with_the_check_but_never_the_token(
     agent: RunningAgent, gateway: FakeGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     token = gateway.token(tenant="alice", aud=agent.base_url)
-    with caplog.at_level(logging.WARNING, logger="looping_core.a2a"):
+    with caplog.at_level(logging.WARNING, logger="looping_core.server"):
         await extended_card(agent, token)
     assert "check=audience-mismatch" in caplog.text
     assert token not in caplog.text

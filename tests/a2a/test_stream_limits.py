@@ -43,7 +43,7 @@ def release(key: str) -> None:
 async def test_a_client_that_stops_reading_is_disconnected_and_its_slot_given_back(
     gateway: FakeGateway, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, "looping_core.a2a")
+    caplog.set_level(logging.INFO, "looping_core.server")
     async with serving(gateway, extra=LIMITS + TENANTS) as agent:
         key = uuid.uuid4().hex
         params = streaming_send(gateway, f"flood:{key}")
