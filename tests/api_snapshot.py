@@ -17,6 +17,8 @@ import pkgutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import click
+
 import looping_core
 
 
@@ -103,6 +105,9 @@ def render() -> str:
                     head += signature(value)
                 lines.append(head)
                 lines.extend(_members(value))
+            elif isinstance(value, click.Command):  # its signature is click's, not ours
+                kind = "group" if isinstance(value, click.Group) else "command"
+                lines.append(f"  {where}: click {kind} {value.name!r}")
             elif callable(value):
                 lines.append(f"  {_def(value)} {where}{signature(value)}")
             elif isinstance(value, frozenset):

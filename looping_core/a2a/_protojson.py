@@ -58,6 +58,10 @@ def _structure_enum(value: object, type_: type[enum.Enum]) -> enum.Enum:
     raise ValueError(f"expected one of {names}")
 
 
+def _enum_name(member: enum.Enum) -> str:
+    return member.name
+
+
 _INT32 = range(-(2**31), 2**31)
 
 
@@ -101,12 +105,13 @@ def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter()
     register_strict_primitives(converter)
     converter.register_structure_hook(int, _structure_int32)
-    converter.register_structure_hook_func(
-        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), _structure_enum
-    )
-    converter.register_unstructure_hook_func(
-        lambda t: isinstance(t, type) and issubclass(t, enum.Enum), lambda e: e.name
-    )
+    # Enums by name, registered both ways: cattrs 24.1 finds enums by class (its own
+    # hook for `Enum` shadows a predicate), later releases by predicate first.
+    is_enum = lambda t: isinstance(t, type) and issubclass(t, enum.Enum)  # noqa: E731
+    converter.register_structure_hook(enum.Enum, _structure_enum)
+    converter.register_structure_hook_func(is_enum, _structure_enum)
+    converter.register_unstructure_hook(enum.Enum, _enum_name)
+    converter.register_unstructure_hook_func(is_enum, _enum_name)
     converter.register_structure_hook(bytes, _structure_bytes)
     converter.register_unstructure_hook(bytes, lambda data: base64.b64encode(data).decode("ascii"))
     converter.register_structure_hook(datetime.datetime, _structure_timestamp)

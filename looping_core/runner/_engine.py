@@ -37,7 +37,6 @@ import procrastinate
 import procrastinate.worker
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
-from procrastinate.manager import JobManager
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core.a2a import TaskState
@@ -69,10 +68,10 @@ SWEEP_QUEUE = "looping-sweeps"
 QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
 FETCH_SECONDS = 1.0
 OTHER_JOB_SLOTS = 8
+"""Push deliveries (and sweeps) a process runs at once, beside its turns."""
 LOST_WORKER_LIMIT = 3
 """A turn whose worker dies this many times is failed, not run again: it may be what kills
 them (a poison turn), and it must not take down every worker in turn."""
-"""Push deliveries (and sweeps) a process runs at once, beside its turns."""
 SHUTDOWN_GRACE_SECONDS = 2.0
 """A stopping worker waits this long for its running jobs, then stops them: their turns run
 again elsewhere (per `on_restart`), their pushes are tried again."""
@@ -122,28 +121,26 @@ class _RetryWhenAsked(BaseRetryStrategy):
 
 
 class EngineHooks:
-    """Defers jobs on the store's connection, inside its transaction (the store's `JobHooks`)."""
+    """Defers jobs on the store's connection, inside its transaction (the store's `JobHooks`),
+    through procrastinate's public `configure_task(..., connection=)` (3.8 and later)."""
 
     def __init__(self) -> None:
         # Never opened: every defer goes through the connection it is given.
-        self._jobs = JobManager(procrastinate.SyncPsycopgConnector())
+        self._app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
 
     def turn_queued(self, connection: Any, task_id: str) -> None:
-        job = engine_jobs.Job(
-            id=None, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id,
-            task_name=TURN_TASK, task_kwargs={"task_id": task_id},
+        deferrer = self._app.configure_task(
+            TURN_TASK, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id,
+            connection=connection,
         )  # fmt: skip
         try:
-            self._jobs.batch_defer_jobs([job], connection=connection)
+            deferrer.defer(task_id=task_id)
         except engine_errors.AlreadyEnqueued:
             raise JobAlreadyQueued(task_id) from None
 
     def push_queued(self, connection: Any, outbox_id: int) -> None:
-        job = engine_jobs.Job(
-            id=None, queue=PUSH_QUEUE, lock=None, queueing_lock=None,
-            task_name=PUSH_TASK, task_kwargs={"outbox_id": outbox_id},
-        )  # fmt: skip
-        self._jobs.batch_defer_jobs([job], connection=connection)
+        deferrer = self._app.configure_task(PUSH_TASK, queue=PUSH_QUEUE, connection=connection)
+        deferrer.defer(outbox_id=outbox_id)
 
 
 def queue_orphans(connection: Any) -> tuple[int, int]:
