@@ -12,10 +12,16 @@ none of it.
   default.
 """
 
-from looping_core.delegation._plan import PlannedSubtask, parse_plan, plan_schema, waves_of
+from looping_core.delegation._plan import PlannedSubtask, parse_plan, plan_schema
 from looping_core.delegation._round import DELEGATE_TOOL, RoundAgent, RoundPolicy
 from looping_core.delegation._schema import params_schema
-from looping_core.delegation._waves import SubagentSetup, WaveReport, fingerprint_of, run_waves
+from looping_core.delegation._waves import (
+    SubagentSetup,
+    WaveReport,
+    fingerprint_of,
+    run_waves,
+    waves_as_run,
+)
 from looping_core.delegation._workspace import (
     GuardedWorkspace,
     MemoryBacking,
@@ -43,5 +49,5 @@ __all__ = [
     "parse_plan",
     "plan_schema",
     "run_waves",
-    "waves_of",
+    "waves_as_run",
 ]

@@ -17,7 +17,7 @@ import attrs
 from looping_core.config import structure_plugin_config
 from looping_core.contract import SubtaskRecipe, SubtaskType
 
-__all__ = ["PLAN_SCHEMA_ID", "PlannedSubtask", "parse_plan", "plan_schema", "waves_of"]
+__all__ = ["PLAN_SCHEMA_ID", "PlannedSubtask", "parse_plan", "plan_schema"]
 
 PLAN_SCHEMA_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 """What a subtask id the model gives may look like."""
@@ -192,19 +192,3 @@ def _cycle(planned: Sequence[PlannedSubtask]) -> list[str]:
             if found:
                 return found
     return []
-
-
-def waves_of(depends: Mapping[str, Sequence[str]]) -> list[list[str]]:
-    """The ids in waves: each wave holds those whose dependencies are all in earlier waves."""
-    done: set[str] = set()
-    waves = []
-    left = dict(depends)
-    while left:
-        wave = sorted(i for i, deps in left.items() if all(d in done for d in deps))
-        if not wave:
-            raise ValueError("the dependencies have a cycle")
-        waves.append(wave)
-        done.update(wave)
-        for i in wave:
-            del left[i]
-    return waves

@@ -42,7 +42,7 @@ from looping_core.contract import (
 )
 from looping_core.delegation._plan import parse_plan, plan_schema
 from looping_core.delegation._schema import params_schema
-from looping_core.delegation._waves import SubagentSetup, run_waves
+from looping_core.delegation._waves import SubagentSetup, run_waves, waves_as_run
 from looping_core.delegation._workspace import MemoryBacking, WorkspaceLimits
 
 __all__ = ["DELEGATE_TOOL", "RoundAgent", "RoundPolicy"]
@@ -176,7 +176,8 @@ class RoundAgent(LoopingAgent):
                 records, recipes = stored, self._recipes(stored)
             else:
                 records, recipes = await self._plan(turn, arguments, prefix, log)
-            finished, waves = await run_waves(records, recipes, log, setup)
+            finished = await run_waves(records, recipes, log, setup)
+            waves = {record.wave for record in finished if record.wave is not None}
             _log.info(
                 "task %s: plan %s ran in %d wave(s)", turn.task_id, prefix.rstrip("/"), len(waves)
             )
@@ -272,24 +273,15 @@ def _artifact(record: SubtaskRecord) -> Any:
 
 def _waves(records: Sequence[SubtaskRecord]) -> list[dict[str, Any]]:
     """Each plan's waves as they ran: the subtasks, when the first began, how long it took."""
-    grouped: dict[tuple[str, int], list[SubtaskRecord]] = {}
-    for record in records:
-        if record.wave is not None and record.started_us is not None:
-            plan = record.subtask_id.split("/", 1)[0]
-            grouped.setdefault((plan, record.wave), []).append(record)
-    waves = []
-    for (plan, wave), members in grouped.items():
-        began = min(r.started_us or 0 for r in members)
-        ended = max(r.ended_us or began for r in members)
-        waves.append(
-            {
-                "plan": plan,
-                "wave": wave,
-                "subtasks": [r.subtask_id for r in members],
-                "seconds": round((ended - began) / 1_000_000, 6),
-            }
-        )
-    return waves
+    return [
+        {
+            "plan": report.plan,
+            "wave": report.wave,
+            "subtasks": list(report.subtasks),
+            "seconds": round(report.seconds, 6),
+        }
+        for report in waves_as_run(records)
+    ]
 
 
 def _plan_metadata(metadata: dict[str, Any], records: Sequence[SubtaskRecord]) -> dict[str, Any]:

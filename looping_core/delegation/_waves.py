@@ -45,7 +45,7 @@ from looping_core.contract import (
 )
 from looping_core.delegation._workspace import GuardedWorkspace, WorkspaceLimits
 
-__all__ = ["SubagentSetup", "WaveReport", "fingerprint_of", "run_waves"]
+__all__ = ["SubagentSetup", "WaveReport", "fingerprint_of", "run_waves", "waves_as_run"]
 
 _log = logging.getLogger("looping_core.delegation")
 
@@ -81,12 +81,32 @@ class SubagentSetup:
 
 @attrs.frozen
 class WaveReport:
-    """One wave as it ran: its number, its subtasks, when it began and how long it took."""
+    """One wave of one plan as it ran: the plan (the id of the call that made it), the wave's
+    number, its subtasks, when the first began and how long until the last ended."""
 
+    plan: str
     wave: int
     subtasks: tuple[str, ...]
     started_us: int
     seconds: float
+
+
+def waves_as_run(records: Sequence[SubtaskRecord]) -> list[WaveReport]:
+    """The waves the subtasks ran in, read from their records (their `wave` and times): one
+    notion of a wave, the same after a crash as before it, in the order the records come."""
+    grouped: dict[tuple[str, int], list[SubtaskRecord]] = {}
+    for record in records:
+        if record.wave is not None and record.started_us is not None:
+            # A delegated subtask's id is `<the call that planned it>/<its id>`.
+            plan = record.subtask_id.split("/", 1)[0] if "/" in record.subtask_id else ""
+            grouped.setdefault((plan, record.wave), []).append(record)
+    reports = []
+    for (plan, wave), members in grouped.items():
+        began = min(r.started_us or 0 for r in members)
+        ended = max(r.ended_us or began for r in members)
+        subtasks = tuple(r.subtask_id for r in members)
+        reports.append(WaveReport(plan, wave, subtasks, began, (ended - began) / 1_000_000))
+    return reports
 
 
 def fingerprint_of(record: SubtaskRecord, recipe: SubtaskRecipe, models: Sequence[str]) -> str:
@@ -109,10 +129,10 @@ async def run_waves(
     recipes: Mapping[str, SubtaskRecipe],
     log: SubtaskLog,
     setup: SubagentSetup,
-) -> tuple[list[SubtaskRecord], list[WaveReport]]:
-    """Run the plan's unfinished subtasks wave by wave; their final records and the waves."""
+) -> list[SubtaskRecord]:
+    """Run the plan's unfinished subtasks wave by wave; their final records (`waves_as_run`
+    reads the waves from them)."""
     current = {record.subtask_id: record for record in records}
-    reports: list[WaveReport] = []
     slots = asyncio.Semaphore(setup.max_parallel)
     # Waves are numbered as they ran: a subtask a crash interrupted (running) runs again in the
     # next wave after the last one that finished anything, not one past its own number.
@@ -128,7 +148,6 @@ async def run_waves(
         if not ready:
             break
         wave += 1
-        started, clock = _now_us(), time.perf_counter()
         finished = await asyncio.gather(
             *(
                 _run_one(
@@ -145,9 +164,7 @@ async def run_waves(
         )
         for record in finished:
             current[record.subtask_id] = record
-        ids = tuple(r.subtask_id for r in ready)
-        reports.append(WaveReport(wave, ids, started, time.perf_counter() - clock))
-    return list(current.values()), reports
+    return list(current.values())
 
 
 async def _fail_blocked(current: dict[str, SubtaskRecord], log: SubtaskLog) -> None:
