@@ -24,7 +24,7 @@ from looping_core._logs import configure as configure_logs
 from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
 from looping_core.agent import Agent
 from looping_core.config import LOG_LEVELS, MAX_WORKERS, Config, load_config, resolve_config_path
-from looping_core.errors import ConfigError, LoopingError, problem_list
+from looping_core.errors import ConfigError, LoopingError, ProblemsError, problem_list
 from looping_core.gateway import (
     JWKS_ROUTE,
     Target,
@@ -48,6 +48,7 @@ from looping_core.store import (
     migration_status,
     nothing_applied,
     plugin_versions,
+    raise_one_line,
     store_url_problem,
     upgrade,
 )
@@ -388,10 +389,7 @@ def _on_store(config: Config, work: Callable[[peewee.Database], _R]) -> _R:
     try:
         return database.run_sync(work, database.peewee)
     except Exception as exc:
-        problem = connection_problem(exc)
-        if problem is None:
-            raise
-        raise StoreError(problem) from None
+        raise_one_line(exc)
     finally:
         database.close()
 
@@ -405,10 +403,7 @@ def _no_database_yet(config: Config) -> bool:
 
 def _problems_of(error: LoopingError) -> list[str]:
     """Each problem an error lists (plugin, model problems), or the error as one."""
-    listed = getattr(error, "problems", None)
-    if not listed:
-        return [str(error)]
-    return [getattr(problem, "message", str(problem)) for problem in listed]
+    return error.problem_lines() if isinstance(error, ProblemsError) else [str(error)]
 
 
 def _shown_url(url: str) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "LoopingError",
     "PluginProblem",
     "PluginProblems",
+    "ProblemsError",
 ]
 
 
@@ -34,6 +35,18 @@ def problem_list(kind: str, problems: Sequence[object]) -> str:
     return "\n".join(lines)
 
 
+class ProblemsError(LoopingError):
+    """An error that lists every problem it found, all at once: `problems`, each a sentence or
+    a record whose `str` is one (`PluginProblem`). The config, the plugins, the models and the
+    agents report this way, so a caller lists them without knowing which it was."""
+
+    problems: tuple[Any, ...] = ()
+
+    def problem_lines(self) -> list[str]:
+        """Each problem as its sentence; the error itself when it lists none."""
+        return [str(problem) for problem in self.problems] or [str(self)]
+
+
 class CheckFailed(LoopingError):
     """A named check refused something: `check` is a stable name for programs, logs and answers
     (`jku-not-allowed`), `reason` a sentence for people. `subject` says what was checked."""
@@ -46,7 +59,7 @@ class CheckFailed(LoopingError):
         super().__init__(f"{self.subject} rejected ({check}): {reason}")
 
 
-class ConfigError(LoopingError):
+class ConfigError(ProblemsError):
     """The config file cannot be used; `problems` lists every reason, each `problem @ $.path`.
 
     `partial` is the config as far as it could be read (a wrong value replaced by its default,
@@ -82,7 +95,7 @@ class PluginProblem:
         return self.message
 
 
-class PluginProblems(LoopingError):
+class PluginProblems(ProblemsError):
     """Startup validation found problems; all of them are listed, none is raised alone."""
 
     def __init__(self, problems: Sequence[PluginProblem]) -> None:

@@ -10,12 +10,12 @@ from looping_core.agent._model import ChatModel
 from looping_core.agent._openai import MissingExtra, openai_provider
 from looping_core.config import ModelChoice, TenantModelConfig
 from looping_core.contract import ModelProvider
-from looping_core.errors import LoopingError, problem_list
+from looping_core.errors import ProblemsError, problem_list
 
 __all__ = ["ModelSetupError", "builtin_model_providers", "chat_models"]
 
 
-class ModelSetupError(LoopingError):
+class ModelSetupError(ProblemsError):
     """Some tenant's models cannot be made; `problems` lists every reason."""
 
     def __init__(self, problems: list[str]) -> None:

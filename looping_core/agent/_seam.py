@@ -15,7 +15,7 @@ import attrs
 from looping_core.config import LoopSettings
 from looping_core.content import Block, Message, UserMessage
 from looping_core.contract import Identity, ModelProvider, SubtaskLog, ToolContext
-from looping_core.errors import LoopingError
+from looping_core.errors import LoopingError, ProblemsError
 from looping_core.plugins import PluginHost
 
 if TYPE_CHECKING:
@@ -191,7 +191,7 @@ class Agent(abc.ABC):
             await model.aclose()
 
 
-class AgentLoadError(LoopingError):
+class AgentLoadError(ProblemsError):
     """A tenant's `agent` cannot be imported or is not an `Agent` subclass; `problems` lists
     every reason when several tenants' agents fail."""
 

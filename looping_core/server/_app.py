@@ -14,12 +14,10 @@ import logging
 import os
 import socket
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import NoReturn
 
 from aiohttp import web
 
 from looping_core.a2a._jwks import JwksCache
-from looping_core.a2a._push import PushSigner
 from looping_core.agent import (
     Agent,
     AgentContext,
@@ -43,6 +41,7 @@ from looping_core.server._edge import (
     handle_agent_card,
     handle_jwks,
     handle_rpc,
+    push_signer,
 )
 from looping_core.server._health import add_health_routes
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
@@ -53,11 +52,10 @@ from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import EventHub
 from looping_core.store import (
     Database,
-    StoreError,
     adopt_orphans,
     bind,
-    connection_problem,
     ensure_plugin_stores,
+    raise_one_line,
     upgrade,
 )
 
@@ -145,7 +143,7 @@ def build_agents(
     providers = tenant_model_providers(config, tenant_plugins)
     model_problems: list[str] = []
     try:
-        configured = tenant_models(config, tenant_plugins, environ)
+        configured = tenant_models(config, tenant_plugins, environ, providers=providers)
     except ModelSetupError as exc:
         model_problems = list(exc.problems)
         configured = {tenant_id: () for tenant_id in config.tenants}
@@ -168,7 +166,7 @@ def build_agents(
                 )
             )
         except (AgentLoadError, ModelSetupError) as exc:
-            agent_problems.extend(getattr(exc, "problems", None) or [str(exc)])
+            agent_problems.extend(exc.problem_lines())
     if agent_problems:
         raise AgentLoadError(
             problem_list("agent", [*model_problems, *agent_problems])
@@ -220,12 +218,15 @@ def tenant_models(
     config: Config,
     tenant_plugins: Mapping[str, PluginHost],
     environ: Mapping[str, str] | None = None,
+    *,
+    providers: Mapping[str, Mapping[str, ModelProvider]] | None = None,
 ) -> dict[str, tuple[ChatModel, ...]]:
     """Every tenant's chat models from `[tenants.<id>.model]`, made with the built-in providers
-    and its plugins' ones; raises `ModelSetupError` listing every problem (a model provider's
-    name, a missing key)."""
+    and its plugins' ones (`providers`, when the caller has them already); raises
+    `ModelSetupError` listing every problem (a model provider's name, a missing key)."""
     env = os.environ if environ is None else environ
-    providers = tenant_model_providers(config, tenant_plugins)
+    if providers is None:
+        providers = tenant_model_providers(config, tenant_plugins)
     problems: list[str] = []
     models: dict[str, tuple[ChatModel, ...]] = {}
     for tenant_id, tenant in config.tenants.items():
@@ -264,12 +265,8 @@ def _services(
                 else:
                     await database.run_alone(bind, database.peewee)
             except Exception as exc:
-                _raise_one_line(exc)
-            signer = PushSigner(
-                key=edge.signing_key,
-                jwks_url=config.server.base_url + JWKS_PATH,
-                issuer=config.server.base_url,
-            )
+                raise_one_line(exc)
+            signer = push_signer(config, edge.signing_key)
             async with open_runtime(
                 config, database, signer=signer, agents=agents, tenant_plugins=tenant_plugins,
                 node=node, worker=worker or 0, run_jobs=config.runner.serve_runs_jobs,
@@ -316,18 +313,9 @@ def prepare_store(config: Config, plugins: PluginHost, workers: int) -> None:
         stores = _plugin_stores(plugins)
         database.run_sync(_prepare, database, stores, node_of(config), workers, engine)
     except Exception as exc:
-        _raise_one_line(exc)
+        raise_one_line(exc)
     finally:
         database.close()
-
-
-def _raise_one_line(error: Exception) -> NoReturn:
-    """A store that cannot be reached is one line naming the cause (`StoreError`), not the
-    driver's traceback; anything else is raised as it is."""
-    problem = connection_problem(error)
-    if problem is None:
-        raise error
-    raise StoreError(problem) from None
 
 
 def node_of(config: Config) -> str:

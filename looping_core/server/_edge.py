@@ -61,6 +61,7 @@ from looping_core.a2a._jsonrpc import (
     response,
 )
 from looping_core.a2a._keys import SigningKey, jwks_document, load_signing_key
+from looping_core.a2a._push import PushSigner
 from looping_core.config import Config
 from looping_core.contract import Identity
 from looping_core.server._requests import Observed, answered, observed
@@ -81,6 +82,7 @@ __all__ = [
     "handle_agent_card",
     "handle_jwks",
     "handle_rpc",
+    "push_signer",
     "read_body",
     "rpc_error_of",
     "unavailable",
@@ -170,6 +172,13 @@ def build_edge(
             leeway_seconds=config.security.token_leeway_seconds,
             max_lifetime_seconds=config.security.max_token_lifetime_seconds,
         ),
+    )
+
+
+def push_signer(config: Config, key: SigningKey) -> PushSigner:
+    """What signs this agent's pushes: its key, its key set's URL, its origin as issuer."""
+    return PushSigner(
+        key=key, jwks_url=config.server.base_url + JWKS_PATH, issuer=config.server.base_url
     )
 
 

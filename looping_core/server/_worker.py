@@ -17,15 +17,16 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from looping_core.a2a import load_signing_key
 from looping_core.a2a._push import PushSigner
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
 from looping_core.server._app import build_agents, node_of, tenant_plugin_hosts
-from looping_core.server._edge import JWKS_PATH, build_edge
+from looping_core.server._edge import push_signer
 from looping_core.server._runtime import open_runtime
 from looping_core.server._serving import ServeError, event_loop_factory
-from looping_core.store import Database, bind, connection_problem, migration_status
+from looping_core.store import Database, bind, migration_status, raise_one_line
 
 __all__ = ["run_worker"]
 
@@ -55,14 +56,10 @@ def run_worker(
         )
     if concurrency is not None:
         config = attrs.evolve(config, runner=attrs.evolve(config.runner, concurrency=concurrency))
-    edge = build_edge(config)
+    # Only the key: a worker serves no card, so it signs none (pushes only).
+    signer = push_signer(config, load_signing_key(config.security.signing_key))
     tenant_plugins = tenant_plugin_hosts(config, plugins)
     agents = build_agents(config, tenant_plugins)
-    signer = PushSigner(
-        key=edge.signing_key,
-        jwks_url=config.server.base_url + JWKS_PATH,
-        issuer=config.server.base_url,
-    )
     loop = event_loop_factory(config.server.event_loop)()
     try:
         loop.run_until_complete(_work(config, signer, agents, tenant_plugins, queues))
@@ -125,10 +122,7 @@ async def _check_store(database: Database) -> None:
     try:
         pending, engine_current = await database.run_alone(look)
     except Exception as exc:
-        problem = connection_problem(exc)
-        if problem is None:
-            raise
-        raise ServeError(problem) from None
+        raise_one_line(exc, ServeError)
     if pending or not engine_current:
         raise ServeError(
             "the store is not up to date (core migrations or the job engine's tables); run "

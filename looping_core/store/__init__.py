@@ -22,6 +22,7 @@ from looping_core.store._db import (
     StoreUnavailable,
     connection_problem,
     open_database,
+    raise_one_line,
     store_url_problem,
 )
 from looping_core.store._errors import (
@@ -91,6 +92,7 @@ __all__ = [
     "open_database",
     "plugin_versions",
     "prune",
+    "raise_one_line",
     "store_url_problem",
     "upgrade",
 ]

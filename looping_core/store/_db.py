@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, NoReturn, TypeVar
 
 import attrs
 
@@ -46,6 +46,7 @@ __all__ = [
     "StoreUnavailable",
     "connection_problem",
     "open_database",
+    "raise_one_line",
     "store_url_problem",
 ]
 
@@ -159,6 +160,15 @@ def connection_problem(exc: BaseException) -> str | None:
     if not isinstance(exc, (*_CONNECTION_ERRORS, peewee.ImproperlyConfigured)):
         return None
     return f"cannot connect to the store: {_first_line(exc)}"
+
+
+def raise_one_line(error: BaseException, kind: type[LoopingError] = StoreError) -> NoReturn:
+    """Raise a store that cannot be reached as one line naming the cause (a `kind`, by default
+    `StoreError`), not the driver's traceback; any other error as it is."""
+    problem = connection_problem(error)
+    if problem is None:
+        raise error
+    raise kind(problem) from None
 
 
 def open_database(url: str) -> peewee.Database:
