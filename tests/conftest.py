@@ -27,6 +27,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+SLOW_FIXTURES = frozenset({"looping_cli", "own_postgres"})
+"""A test that asks for one of these runs `looping` as a process, or a PostgreSQL of its own."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` what starts processes (a module's own `pytestmark` marks the rest), so
+    `pytest -m "not slow"` runs the in-process suite alone."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder where pip installed every distribution of tests/plugin_dists/.

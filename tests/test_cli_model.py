@@ -17,6 +17,8 @@ from looping_core.a2a import generate_signing_key
 
 from processes import start_looping, stop, wait_for_url
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 EXAMPLE = Path(__file__).parents[1] / "examples" / "looping.toml"
 

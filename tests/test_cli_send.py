@@ -23,6 +23,8 @@ from looping_core.testing import config_toml, tenant_toml
 
 from processes import start_looping, stop, wait_for_url
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
 

@@ -20,6 +20,8 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import SigningKey, verify_card
 from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 

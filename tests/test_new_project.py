@@ -15,6 +15,8 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 from looping_core.plugin_template import core_source
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 
 

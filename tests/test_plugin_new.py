@@ -11,8 +11,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from looping_core.plugin_template import core_source
 from looping_core.testing import ed25519_private_jwk
+
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

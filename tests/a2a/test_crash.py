@@ -16,6 +16,8 @@ from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_pr
 from a2a_support import keeper
 from served import serve, wait_for, write_config
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 
 @pytest.mark.parametrize(
     ("on_restart", "final_state"),

@@ -23,6 +23,8 @@ from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from served import serve, start_worker, wait_for, write_config
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 KEY = ed25519_private_jwk("agent-key-1")
 ENGINE = """
 [runner]

@@ -30,6 +30,8 @@ from a2a_support import serving
 from pg_server import PostgresServer
 from served import serve, start_worker
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 KEY = ed25519_private_jwk("agent-key-1")
 OUTAGE_SECONDS = 6
 UNSETTLED = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)

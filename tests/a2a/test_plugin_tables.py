@@ -8,12 +8,15 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
 from processes import start_looping, stop, wait_for_url
 from served import HERE, log_of, serve, write_config
+
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 TURNS = 48
 

@@ -8,12 +8,15 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from aiohttp.test_utils import unused_port
 from sse_support import SseEvent, open_stream
 
 from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
 
 from served import KEY_VARIABLE, serve
+
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 KEY = ed25519_private_jwk("agent-key-1")
 

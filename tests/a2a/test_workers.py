@@ -31,6 +31,8 @@ from served import (
     write_config,
 )
 
+pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+
 KEY = ed25519_private_jwk("agent-key-1")
 
 
