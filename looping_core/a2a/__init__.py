@@ -60,6 +60,7 @@ from looping_core.a2a._push import (
     MemorySeenPushes,
     PushReplayed,
     PushSignatureError,
+    PushSigner,
     SeenPushes,
     verify_push,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "Part",
     "PushReplayed",
     "PushSignatureError",
+    "PushSigner",
     "Role",
     "RpcError",
     "SeenPushes",

@@ -16,8 +16,9 @@ from collections.abc import Callable
 import aiohttp
 
 from looping_core import _metrics, _tracing
+from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
 from looping_core.a2a._grammar import undeliverable_reason
-from looping_core.a2a._push import CONTENT_TYPE, SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
+from looping_core.a2a._push import CONTENT_TYPE
 from looping_core.config import PushConfig
 from looping_core.store import OutboxItem, TaskStore, now_us
 

@@ -27,8 +27,13 @@ from aiohttp import web
 from looping_core import _metrics, _tracing, store
 from looping_core._logs import bind
 from looping_core.a2a import (
+    PushSigner,
+    RpcError,
+    SigningKey,
     TokenPolicy,
     TokenRejected,
+    Unavailable,
+    load_signing_key,
     verify_gateway_token,
 )
 from looping_core.a2a._card import SignedCard, build_stub_card, build_tenant_card, sign_card
@@ -37,11 +42,9 @@ from looping_core.a2a._errors import (
     InvalidParams,
     PayloadTooLarge,
     RequestTimeout,
-    RpcError,
     TaskNotCancelable,
     TaskNotFound,
     Unauthenticated,
-    Unavailable,
     UnsupportedMediaType,
     UnsupportedOperation,
     VersionNotSupported,
@@ -60,8 +63,7 @@ from looping_core.a2a._jsonrpc import (
     parse_params,
     response,
 )
-from looping_core.a2a._keys import SigningKey, jwks_document, load_signing_key
-from looping_core.a2a._push import PushSigner
+from looping_core.a2a._keys import jwks_document
 from looping_core.config import Config
 from looping_core.contract import Identity
 from looping_core.server._requests import Observed, answered, observed

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import aiohttp
 import attrs
 
-from looping_core.a2a._push import PushSigner
+from looping_core.a2a import PushSigner
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost

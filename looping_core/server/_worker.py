@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
-from looping_core.a2a import load_signing_key
-from looping_core.a2a._push import PushSigner
+from looping_core.a2a import PushSigner, load_signing_key
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost

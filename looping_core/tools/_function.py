@@ -64,9 +64,13 @@ _CONVERTER = _converter()
 
 @attrs.frozen
 class _Parameter:
+    """A parameter as a call needs it: what the loop gives it (`ToolCall`, `ToolContext`), or
+    how the model's argument is structured into its type (found once, when `tool` is applied)."""
+
     name: str
     hint: Any
-    default: Any  # inspect.Parameter.empty when required
+    injected: type | None = None
+    structure: Callable[[Any, Any], Any] | None = None
 
 
 @attrs.frozen
@@ -158,12 +162,13 @@ def _describe(
                 "the model knows what to pass"
             )
         hint = hints[parameter.name]
-        parameters.append(_Parameter(parameter.name, hint, parameter.default))
-        if _injected(hint) is not None:
+        injected = _injected(hint)
+        if injected is not None:
+            parameters.append(_Parameter(parameter.name, hint, injected=injected))
             continue
         try:
             schema = describe(hint)
-            _CONVERTER.get_structure_hook(hint)
+            structure = _CONVERTER.get_structure_hook(hint)
         except Unsupported as exc:
             raise ToolDefinitionError(f"{at}: {exc.problem}; {exc.fix}") from None
         except Exception as exc:  # cattrs cannot structure it (an ambiguous union, ...)
@@ -171,6 +176,7 @@ def _describe(
                 f"{at}: its arguments cannot be structured ({exc}); "
                 "give each class of a union a required field no other has, or use one class"
             ) from None
+        parameters.append(_Parameter(parameter.name, hint, structure=structure))
         if parameter.name in described and "description" not in schema:
             schema["description"] = described[parameter.name]
         if parameter.default is parameter.empty:
@@ -225,12 +231,11 @@ def _arguments(
     kwargs: dict[str, Any] = {}
     problems: list[str] = []
     for parameter in parameters:
-        wanted = _injected(parameter.hint)
-        if wanted is not None:
-            kwargs[parameter.name] = _given(wanted, where)
-        elif parameter.name in arguments:
+        if parameter.injected is not None:
+            kwargs[parameter.name] = _given(parameter.injected, where)
+        elif parameter.structure is not None and parameter.name in arguments:
             try:
-                kwargs[parameter.name] = _CONVERTER.structure(
+                kwargs[parameter.name] = parameter.structure(
                     arguments[parameter.name], parameter.hint
                 )
             except Exception as exc:
