@@ -167,10 +167,11 @@ async def start_worker(
     """`looping worker` (its log in `log`), once it runs jobs."""
     process = start(config, key, *arguments, command="worker", log=log)
     for _ in range(600):
-        if process.poll() is not None:
-            raise AssertionError(log.read_text())
+        # Its line first: a worker may run a job that ends it (a poison turn) right after.
         if log.exists() and "worker running jobs" in log.read_text():
             return process
+        if process.poll() is not None:
+            raise AssertionError(log.read_text())
         await asyncio.sleep(0.05)
     process.kill()
     process.wait(timeout=30)

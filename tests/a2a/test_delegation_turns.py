@@ -161,6 +161,13 @@ async def test_cancel_during_a_wave_stops_every_subagent_with_the_policys_words(
             agent.endpoint, "CancelTask", {"tenant": "keeper", "id": task_id}, tenant="keeper"
         )
         [push] = await gateway.wait_for_pushes(1)
+        # The cancel answers (and pushes) first; the stopped turn writes its plan just after.
+        for _ in range(500):
+            with sqlite3.connect(store) as connection:
+                (written,) = connection.execute("SELECT metadata FROM tasks").fetchone()
+            if written is not None:
+                break
+            await asyncio.sleep(0.02)
     status = canceled["result"]["status"]
     assert status["state"] == "TASK_STATE_CANCELED"
     assert status["message"]["parts"] == [{"text": "Test canceled."}]
