@@ -46,7 +46,7 @@ from looping_core.agent import AgentContext, Budget, LoopingAgent, LoopingConfig
 from looping_core.config import RunnerConfig
 from looping_core.contract import Identity, Tool, ToolContext
 from looping_core.plugins import PluginHost, PluginRegistry
-from looping_core.runner import EmbeddedRunner
+from looping_core.runner import LocalRunner, TurnDriver
 from looping_core.store import Database, PluginAccess, SessionStore, TaskStore, bind, upgrade
 from looping_core.tools import tool
 
@@ -126,7 +126,7 @@ class Ours:
         model = OpenAIChatModel("bench", base_url=base_url, api_key="unused", max_retries=0)
         agent = BenchAgent(AgentContext(tenant="bench", plugins=host, models=(model,)))
         self.agent = agent
-        self.runner = EmbeddedRunner(
+        turns = TurnDriver(
             self.store,
             {"bench": agent},
             {"bench": host},
@@ -134,6 +134,7 @@ class Ours:
             sessions=SessionStore(self.database, node="local"),
             store_access=PluginAccess(self.database),
         )
+        self.runner = LocalRunner(self.store, turns)
 
     async def turn(self) -> None:
         message = Message(

@@ -42,7 +42,7 @@ from looping_core.contract import Identity, PluginInfo, SubtaskRecipe, SubtaskTy
 from looping_core.delegation import RoundAgent, RoundPolicy
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
-from looping_core.runner import EmbeddedRunner
+from looping_core.runner import LocalRunner, TurnDriver
 from looping_core.store import (
     Database,
     PluginAccess,
@@ -145,7 +145,7 @@ async def one_turn(options: argparse.Namespace, folder: Path) -> dict[str, float
     model = TimedModel(options.latency_ms / 1000, plan)
     planner = type("Planner", (Planner,), {"parallel": options.parallel})
     agent = planner(AgentContext(tenant="bench", plugins=host, models=(model,)))
-    runner = EmbeddedRunner(
+    turns = TurnDriver(
         store,
         {"bench": agent},
         {"bench": host},
@@ -154,6 +154,7 @@ async def one_turn(options: argparse.Namespace, folder: Path) -> dict[str, float
         subtasks=subtasks,
         store_access=PluginAccess(database),
     )
+    runner = LocalRunner(store, turns)
     message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="go"),))
     cpu, wall = time.process_time(), time.perf_counter()
     start = await store.start_turn(CALLER, message, None)

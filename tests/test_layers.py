@@ -133,7 +133,7 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
         (
             "looping_core.agent",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from looping_core.runner import EmbeddedRunner\n",
+            "    from looping_core.runner import LocalRunner\n",
         ),
         ("looping_core.a2a._models", "def f():\n    from ..server import create_app\n"),
     ],

@@ -28,8 +28,8 @@ from looping_core.content import (
     ImageBlock,
     NoA2AForm,
     TextBlock,
+    UserContent,
 )
-from looping_core.content._messages import UserContent
 
 __all__ = [
     "block_to_part",

@@ -106,7 +106,9 @@ class TurnInput:
     context_id: str
     caller: Identity
     message: UserMessage
-    history: tuple[Message, ...] = ()
+    history: Sequence[Message] = ()
+    """The task's earlier messages as content (converted when first read: an agent that reads
+    its `session` instead pays nothing for them)."""
     a2a_message: A2AMessage | None = None
     """The message as it arrived (metadata, extensions, reference task ids)."""
     session: SessionLog | None = None

@@ -57,6 +57,7 @@ from looping_core.content._messages import (
     Message,
     SystemMessage,
     ToolResultMessage,
+    UserContent,
     UserMessage,
 )
 from looping_core.content._stream import (
@@ -110,6 +111,7 @@ __all__ = [
     "UnknownField",
     "UnknownTag",
     "Usage",
+    "UserContent",
     "UserMessage",
     "WrongType",
     "clone",

@@ -1,7 +1,10 @@
 """Turn execution and push delivery.
 
-- `EmbeddedRunner`: runs turns in process, at most `concurrency` at a time; on SQLite it is told
-  of each turn by the edge, with a job engine it runs the turns of the jobs it is given;
+- `Runner`: what the edge asks of a runner (start, wait until settled, cancel, the canceled
+  message), met by `LocalRunner` (turns run in the process that accepted them: the embedded
+  default) and `EngineRunner` (turns are the job engine's jobs, run by any worker);
+- `TurnDriver`: one task's turns from SUBMITTED to their end, which both runners (and the job
+  engine's turn job) use;
 - `PushDeliverer`: sends the outbox's pushes (its own loop, or one job at a time);
 - `run_retention`, `keep_pruning`: `[retention]`'s pass, and its timer in the embedded mode;
 - `JobEngine`, `EngineHooks`: turns and pushes as procrastinate jobs on PostgreSQL (imported on
@@ -12,16 +15,22 @@
 from typing import Any
 
 from looping_core.runner._delivery import PushDeliverer
-from looping_core.runner._embedded import EmbeddedRunner
+from looping_core.runner._engine_runner import EngineRunner
+from looping_core.runner._local import LocalRunner
+from looping_core.runner._protocol import Runner
 from looping_core.runner._retention import cron_of, keep_pruning, run_retention
+from looping_core.runner._turns import TurnDriver
 
 __all__ = [
     "JOB_QUEUES",
-    "EmbeddedRunner",
     "EngineHooks",
+    "EngineRunner",
     "EngineSchema",
     "JobEngine",
+    "LocalRunner",
     "PushDeliverer",
+    "Runner",
+    "TurnDriver",
     "apply_engine_schema",
     "cron_of",
     "engine_schema",

@@ -5,8 +5,8 @@
   however many duplicates arrive, on whichever edge) and the lock (one task's turns never run at
   once). A queued push defers `looping.deliver_push(outbox_id)` the same way.
 - **Running.** Any worker process on any machine runs any job (`JobEngine`): a turn through the
-  same runner as the embedded mode, whose guarded writes still decide which terminal state wins;
-  a push through the same deliverer. A delivery that must be tried again raises `RetryLater`
+  same turn driver as the embedded mode, whose guarded writes still decide which terminal state
+  wins; a push through the same deliverer. A delivery that must be tried again raises `RetryLater`
   with the deliverer's backoff (exponential, with jitter, within `[push] max_attempts` and
   `max_age_seconds`), and the engine runs the same job again then: the same row, the same `jti`.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
@@ -16,7 +16,8 @@
   failed instead (`WORKER_LOST`): it may be what kills them. A worker that stops gracefully
   hands its running turns back the same way.
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
-  once (LISTEN/NOTIFY), which cancels it. No one polls for ended tasks.
+  once (LISTEN/NOTIFY), which cancels it (one in this process is canceled directly). No one
+  polls for ended tasks.
 - **Store outages.** procrastinate stops a worker whose store went away (its listener or
   heartbeat fails: it returns, or raises). `JobEngine` starts every such worker again, after
   0.5 s doubling to 10 s, for as long as it runs, and says so in `running` (readiness) meanwhile.
@@ -39,11 +40,12 @@ from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
+from looping_core import _metrics
 from looping_core.a2a import TaskState
 from looping_core.config import RetentionConfig, RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
-from looping_core.runner._embedded import EmbeddedRunner
 from looping_core.runner._retention import cron_of, run_retention
+from looping_core.runner._turns import TurnDriver
 from looping_core.store import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
 
 __all__ = [
@@ -184,7 +186,7 @@ class JobEngine:
         self,
         url: str,
         store: TaskStore,
-        runner: EmbeddedRunner,
+        turns: TurnDriver,
         deliverer: PushDeliverer,
         config: RunnerConfig,
         *,
@@ -195,7 +197,9 @@ class JobEngine:
         self._store = store
         self._database = database
         self._retention = retention
-        self._runner = runner
+        self._turns = turns
+        self._turn_jobs: dict[str, asyncio.Task[Any]] = {}
+        """The turn jobs running in this process, by task (a cancel stops one directly)."""
         self._deliverer = deliverer
         self._config = config
         # A pool that waits for a connection only briefly: a worker stopping because the store
@@ -227,10 +231,16 @@ class JobEngine:
             return  # the store said so; the next period goes on
 
     async def _run_turn(self, task_id: str) -> None:
+        job = asyncio.current_task()
+        assert job is not None
+        self._turn_jobs[task_id] = job
         try:
-            done = await self._runner.run_queued(task_id)
+            done = await self._turns.run_or_resume(task_id)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # found WORKING then: on_restart
+        finally:
+            if self._turn_jobs.get(task_id) is job:
+                del self._turn_jobs[task_id]
         if not done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
 
@@ -271,7 +281,7 @@ class JobEngine:
             "the turn of task %s was running on a worker that stopped, %d times; failing it",
             task_id, job.attempts + 1,
         )  # fmt: skip
-        await self._runner.fail_lost(task_id)
+        await self._turns.fail_lost(task_id)
         with contextlib.suppress(engine_errors.ConnectorException):
             await self.app.job_manager.finish_job(
                 job, status=engine_jobs.Status.FAILED, delete_job=False
@@ -366,6 +376,10 @@ class JobEngine:
 
     async def abort_turn(self, task_id: str) -> None:
         """Stop the turn of `task_id` wherever it runs (its task was canceled)."""
+        running_here = self._turn_jobs.get(task_id)
+        if running_here is not None:
+            running_here.cancel()
+            _metrics.TURNS.inc(outcome="canceled")
         for job in await self.app.job_manager.list_jobs_async(lock=task_id, status="doing"):
             if job.id is not None:
                 await self.app.job_manager.cancel_job_by_id_async(job.id, abort=True)

@@ -210,10 +210,7 @@ async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
     runner = context.services.runner
     words = runner.canceled_message(context.identity.tenant)
     task, _ = await context.services.store.cancel(context.identity, params.id, words)
-    runner.cancel_local(params.id)  # and, as every settled turn, wakes pushes
-    runtime = context.services.runtime
-    if runtime is not None and runtime.jobs is not None:
-        await runtime.jobs.abort_turn(params.id)  # the worker running it, wherever it is
+    await runner.cancel(params.id)  # wherever it runs
     return to_wire(task)
 
 

@@ -22,11 +22,18 @@ from looping_core.a2a import PushSigner
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
-from looping_core.runner import EmbeddedRunner, PushDeliverer, keep_pruning
+from looping_core.runner import (
+    EngineRunner,
+    LocalRunner,
+    PushDeliverer,
+    Runner,
+    TurnDriver,
+    keep_pruning,
+)
 from looping_core.store import Database, PluginAccess, SessionStore, SubtaskStore, TaskStore
 
 if TYPE_CHECKING:
-    from looping_core.runner._engine import JobEngine
+    from looping_core.runner import JobEngine
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -34,7 +41,7 @@ __all__ = ["Runtime", "open_runtime"]
 @attrs.frozen
 class Runtime:
     store: TaskStore
-    runner: EmbeddedRunner
+    runner: Runner
     deliverer: PushDeliverer
     session: aiohttp.ClientSession
     """For fetching gateways' key sets and sending pushes."""
@@ -74,40 +81,41 @@ async def open_runtime(
     engine = config.uses_job_engine()
     hooks = None
     if engine:
-        from looping_core.runner._engine import EngineHooks  # noqa: PLC0415 - postgres extra
+        from looping_core.runner import EngineHooks  # noqa: PLC0415 - postgres extra
 
         hooks = EngineHooks()
     store = TaskStore(database, node=node, worker=worker, jobs=hooks)
     async with aiohttp.ClientSession() as session:
         deliverer = PushDeliverer(store, session, signer, config.push)
-        runner = EmbeddedRunner(
+        turns = TurnDriver(
             store,
             agents,
             tenant_plugins,
             config.runner,
-            on_settled=deliverer.wake,
             sessions=SessionStore(database, node=node, worker=worker),
             subtasks=SubtaskStore(database, node=node, worker=worker),
             store_access=PluginAccess(database),
             push_progress=config.push.progress,
             coalesce_seconds=config.streaming.coalesce_seconds,
-            queued=engine,
         )
+        runner: Runner
         jobs = None
         if engine:
-            from looping_core.runner._engine import JobEngine  # noqa: PLC0415
+            from looping_core.runner import JobEngine  # noqa: PLC0415 - postgres extra
 
             jobs = JobEngine(
-                config.store.location(), store, runner, deliverer, config.runner,
+                config.store.location(), store, turns, deliverer, config.runner,
                 database=database, retention=config.retention,
             )  # fmt: skip
+            runner = EngineRunner(store, turns, jobs)
             await jobs.open()
-        elif config.push.progress:
-            store.watch_events(lambda _task_id: deliverer.wake())
+        else:
+            runner = LocalRunner(store, turns, on_settled=deliverer.wake)
+            if config.push.progress:
+                store.watch_events(lambda _task_id: deliverer.wake())
         pruning: asyncio.Task[None] | None = None
         try:
-            await runner.recover()
-            runner.watch_cancellations()
+            await runner.open()
             if jobs is None:
                 deliverer.start()
                 if worker == 0:  # one timer per store (the supervisor's other workers share it)

@@ -12,7 +12,7 @@ from aiohttp import web
 if TYPE_CHECKING:
     from looping_core.a2a._jsonrpc import Method
     from looping_core.a2a._jwks import JwksCache
-    from looping_core.runner import EmbeddedRunner, PushDeliverer
+    from looping_core.runner import PushDeliverer, Runner
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
     from looping_core.server._runtime import Runtime
@@ -32,7 +32,7 @@ class Services:
     methods: Mapping[str, Method]
     guard: ConnectionGuard
     store: TaskStore
-    runner: EmbeddedRunner
+    runner: Runner
     jwks: JwksCache
     streams: EventHub | None = None
     deliverer: PushDeliverer | None = None

@@ -673,3 +673,47 @@ async def test_a_turn_whose_task_another_process_ended_is_stopped(
     assert (await call(agent, gateway, "GetTask", {"id": task["id"]}, "bob"))["result"]["status"][
         "state"
     ] == "TASK_STATE_CANCELED"
+
+
+async def test_a_blocking_send_on_the_job_engine_waits_for_events_not_a_poll(
+    gateway: FakeGateway, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's worker may be any process: the waiting edge reads the task's state when the
+    wait begins and again only when an event of the task is written (here: the job's WORKING,
+    then its end), never on a timer while the turn holds."""
+    agent, runner = await start_agent([gateway.origin], store_url=postgres_url)
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    store = agent.app[SERVICES].store
+    read_state = store.task_state
+    reads: list[str] = []
+
+    async def counted(task_id: str) -> TaskState | None:
+        reads.append(task_id)
+        return await read_state(task_id)
+
+    monkeypatch.setattr(store, "task_state", counted)
+    text = f"held-{uuid.uuid4()}"
+    try:
+        sending = asyncio.create_task(
+            gateway.send_turn(agent.endpoint, tenant="bob", text=text, return_immediately=False)
+        )
+        for _ in range(1500):  # a hang guard, not a timing
+            if text in a2a_agents.RELEASE:
+                break  # the turn runs, and holds
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # the notices of its first events arrive
+        held = len(reads)
+        # The first look, and at most one per notice of the SUBMITTED and WORKING events (this
+        # process's own write and PostgreSQL's notice of it may wake the wait apart).
+        assert 1 <= held <= 4
+        await asyncio.sleep(1.5)  # a poll (10 to 200 ms) would have read ~10 times by now
+        assert len(reads) == held
+        a2a_agents.RELEASE[text].set()
+        status, body = await asyncio.wait_for(sending, 30)  # a hang guard, not a timing
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
+    assert status == 200, body
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert held < len(reads) <= held + 2  # the end's event (and its notice) woke it
+    assert set(reads) == {body["result"]["task"]["id"]}

@@ -1,0 +1,37 @@
+"""What the edge asks of a runner, whichever runs the turns: this process (`LocalRunner`) or
+a job engine's workers anywhere (`EngineRunner`)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from looping_core.a2a import Message
+
+__all__ = ["Runner"]
+
+
+class Runner(Protocol):
+    """Starts accepted turns, waits for them to settle, and stops canceled ones."""
+
+    def start(self, task_id: str) -> None:
+        """Run the task's pending turn (idempotent while it is pending or running)."""
+
+    async def wait_settled(self, task_id: str, timeout: float) -> None:
+        """Return when the task's turn has ended or asked for input, or after `timeout` s."""
+
+    async def cancel(self, task_id: str) -> None:
+        """Stop the task's turn wherever it runs (its task was just canceled in the store)."""
+
+    def canceled_message(self, tenant: str) -> Message | None:
+        """The status message a canceled task of `tenant` gets: its agent's words, if any."""
+
+    @property
+    def running(self) -> bool:
+        """Whether it runs (readiness): opened and not closed, its watchers alive."""
+
+    async def open(self) -> None:
+        """Take up what a crash left (where that is this runner's business) and start
+        watching; called once before the server listens."""
+
+    async def close(self) -> None:
+        """Stop watching and stop this process's turns (they are taken up again later)."""
