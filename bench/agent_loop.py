@@ -46,8 +46,15 @@ from looping_core.agent import AgentContext, Budget, LoopingAgent, LoopingConfig
 from looping_core.config import RunnerConfig
 from looping_core.contract import Identity, Tool, ToolContext
 from looping_core.plugins import PluginHost, PluginRegistry
-from looping_core.runner import LocalRunner, TurnDriver
-from looping_core.store import Database, PluginAccess, SessionStore, TaskStore, bind, upgrade
+from looping_core.runner.internal import LocalRunner, TurnDriver
+from looping_core.store.internal import (
+    Database,
+    PluginAccess,
+    SessionStore,
+    TaskStore,
+    bind,
+    upgrade,
+)
 from looping_core.tools import tool
 
 HERE = Path(__file__).parent

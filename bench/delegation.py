@@ -42,8 +42,8 @@ from looping_core.contract import Identity, PluginInfo, SubtaskRecipe, SubtaskTy
 from looping_core.delegation import RoundAgent, RoundPolicy
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
-from looping_core.runner import LocalRunner, TurnDriver
-from looping_core.store import (
+from looping_core.runner.internal import LocalRunner, TurnDriver
+from looping_core.store.internal import (
     Database,
     PluginAccess,
     SessionStore,

@@ -19,7 +19,6 @@ import attrs
 import click
 import peewee
 
-from looping_core import server
 from looping_core._logs import configure as configure_logs
 from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
 from looping_core.agent import Agent
@@ -39,8 +38,9 @@ from looping_core.modelserver import DEFAULT_PORT, ModelServer, TestModel, load_
 from looping_core.plugin_template import write_plugin
 from looping_core.plugins import PluginHost, list_plugins
 from looping_core.project_template import write_project
-from looping_core.runner import run_retention
-from looping_core.store import (
+from looping_core.runner.internal import run_retention
+from looping_core.server import internal as server
+from looping_core.store.internal import (
     Database,
     StoreError,
     adopt_node,
@@ -304,7 +304,7 @@ def db_upgrade(config_path: Path | None) -> None:
     for migration in applied:
         click.echo(f"applied {migration.version:04d}  {migration.name}")
     if config.uses_job_engine():
-        from looping_core.runner import apply_engine_schema  # noqa: PLC0415 - postgres extra
+        from looping_core.runner.internal import apply_engine_schema  # noqa: PLC0415 - postgres extra
 
         for name in _on_store(config, lambda db: apply_engine_schema(db.connection())):  # type: ignore[no-untyped-call]
             click.echo(f"applied jobs {name} (procrastinate)")
@@ -315,7 +315,7 @@ def _engine_schema(config: Config) -> Any:
     """The job engine's schema state, when the config uses the engine (`None` otherwise)."""
     if not config.uses_job_engine():
         return None
-    from looping_core.runner import engine_schema  # noqa: PLC0415 - postgres extra
+    from looping_core.runner.internal import engine_schema  # noqa: PLC0415 - postgres extra
 
     return _on_store(config, lambda db: engine_schema(db.connection()))  # type: ignore[no-untyped-call]
 

@@ -5,7 +5,8 @@ Regenerate after an intended change to the public API:
     python tests/api_snapshot.py > contracts/exported_api.txt
 
 Public means: a module whose dotted path has no `_`-prefixed part, and the names in its
-`__all__`. For classes, their public methods and properties are listed too.
+`__all__`. For classes, their public methods and properties are listed too. A package's
+`internal` module is its door for looping-core's own upper layers, not for apps: left out.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ import looping_core
 def public_modules() -> list[str]:
     names = ["looping_core"]
     for info in pkgutil.walk_packages(looping_core.__path__, "looping_core."):
-        if not any(part.startswith("_") for part in info.name.split(".")):
+        parts = info.name.split(".")
+        if not any(part.startswith("_") for part in parts) and parts[-1] != "internal":
             names.append(info.name)
     return sorted(names)
 

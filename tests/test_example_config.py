@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import unused_port
 
 from looping_core.config import load_config
-from looping_core.server import create_app
+from looping_core.server.internal import create_app
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "looping.toml"

@@ -1,7 +1,10 @@
-"""Layers hold: every package imports only the layers below it (and its own), never one above.
+"""Layers hold: every package imports only the layers below it (and its own), never one above,
+and another package only through its public names: never one of its private (`_`) modules.
 
 The order is `../shared/design.md`'s package map. Every import in every module counts, also one
-inside a function or under `TYPE_CHECKING`: each is a dependency someone must keep working.
+inside a function or under `TYPE_CHECKING`: each is a dependency someone must keep working. A
+package's door for the layers above is its `__init__` (what apps use) and, where the server needs
+more, its `internal` module (left out of the API snapshot).
 """
 
 from __future__ import annotations
@@ -101,6 +104,26 @@ def upward_imports(source: str, module: str, is_package: bool) -> list[str]:
     )
 
 
+def _package_of(module: str) -> str:
+    """The top package a module belongs to (`looping_core.a2a` for `looping_core.a2a._card`);
+    the root's own modules (`looping_core._metrics`) are shared by every package."""
+    parts = module.split(".")
+    return (
+        ".".join(parts[:2]) if len(parts) > 1 and not parts[1].startswith("_") else "looping_core"
+    )
+
+
+def private_imports(source: str, module: str, is_package: bool) -> list[str]:
+    """Imports of another package's private module: `looping_core.a2a._card` from the server."""
+    own = _package_of(module)
+    return sorted(
+        f"{module} imports {target}"
+        for target in imported_modules(source, module, is_package)
+        if _package_of(target) not in (own, "looping_core")
+        and any(part.startswith("_") for part in target.split(".")[2:])
+    )
+
+
 def _source(module: str) -> tuple[str, bool]:
     relative = Path(*module.split(".")[1:])
     package = ROOT / relative / "__init__.py"
@@ -127,19 +150,53 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 @pytest.mark.parametrize(
     ("module", "source"),
     [
-        ("looping_core.a2a._models", "from looping_core.store import TaskStore\n"),
+        ("looping_core.a2a._models", "from looping_core.store.internal import TaskStore\n"),
         ("looping_core.store._turns", "import looping_core.server\n"),
         ("looping_core.content._blocks", "from looping_core.a2a import parts\n"),
         (
             "looping_core.agent",
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from looping_core.runner import LocalRunner\n",
+            "    from looping_core.runner.internal import LocalRunner\n",
         ),
         ("looping_core.a2a._models", "def f():\n    from ..server import create_app\n"),
     ],
 )
 def test_the_check_catches_an_upward_import(module: str, source: str) -> None:
     assert upward_imports(source, module, is_package=module == "looping_core.agent") != []
+
+
+def test_no_module_imports_another_package_s_private_module() -> None:
+    violations = []
+    for module in MODULES:
+        source, is_package = _source(module)
+        violations += private_imports(source, module, is_package)
+    assert violations == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("looping_core.server._edge", "from looping_core.a2a._card import sign_card\n"),
+        ("looping_core.server._app", "import looping_core.store._db\n"),
+        ("looping_core.cli", "def f():\n    from looping_core.server._services import SERVICES\n"),
+        ("looping_core.runner._local", "from ..store._turns import Turns\n"),
+    ],
+)
+def test_the_check_catches_a_private_import(module: str, source: str) -> None:
+    assert private_imports(source, module, is_package=False) != []
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("looping_core.server._edge", "from looping_core.a2a.internal import sign_card\n"),
+        ("looping_core.server._edge", "from looping_core.server._services import SERVICES\n"),
+        ("looping_core.server._edge", "from looping_core import _metrics\n"),
+        ("looping_core.a2a._parts", "from looping_core.content import TextBlock\n"),
+    ],
+)
+def test_the_check_allows_doors_and_a_package_s_own_modules(module: str, source: str) -> None:
+    assert private_imports(source, module, is_package=False) == []
 
 
 @pytest.mark.parametrize(

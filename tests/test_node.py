@@ -8,8 +8,8 @@ import socket
 import pytest
 
 from looping_core.config import parse_config
-from looping_core.server import LOCAL_NODE, node_of
 from looping_core.server._app import _host_node
+from looping_core.server.internal import LOCAL_NODE, node_of
 
 
 def config(store: str, node: str | None = None, engine: str = "auto") -> str:

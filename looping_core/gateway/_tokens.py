@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from looping_core.a2a import SigningKey
-from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
+from looping_core.a2a.internal import SIGNING_ALGORITHM, sign_compact
 
 __all__ = ["mint_token"]
 

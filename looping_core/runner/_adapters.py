@@ -25,7 +25,7 @@ from looping_core.agent import ArtifactOut
 from looping_core.content import Block
 from looping_core.content import Message as ContentMessage
 from looping_core.contract import SessionRef, SubtaskRecord
-from looping_core.store import SessionStore, SubtaskStore, TaskStore
+from looping_core.store.internal import SessionStore, SubtaskStore, TaskStore
 
 __all__ = ["EarlierMessages", "TaskSubtasks", "TurnEventWriter", "TurnSession"]
 

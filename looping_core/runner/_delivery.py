@@ -17,10 +17,9 @@ import aiohttp
 
 from looping_core import _metrics, _tracing
 from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
-from looping_core.a2a._grammar import undeliverable_reason
-from looping_core.a2a._push import CONTENT_TYPE
+from looping_core.a2a.internal import PUSH_CONTENT_TYPE, undeliverable_reason
 from looping_core.config import PushConfig
-from looping_core.store import OutboxItem, TaskStore, now_us
+from looping_core.store.internal import OutboxItem, TaskStore, now_us
 
 __all__ = ["PushDeliverer"]
 
@@ -146,7 +145,7 @@ class PushDeliverer:
                 outcome="failed",
             )  # fmt: skip
             return "failed", None
-        headers = {"Content-Type": CONTENT_TYPE}
+        headers = {"Content-Type": PUSH_CONTENT_TYPE}
         _tracing.inject(headers)
         if scheme is not None:
             headers["Authorization"] = f"{scheme} {credentials}".strip()

@@ -46,7 +46,7 @@ from looping_core.config import RetentionConfig, RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
-from looping_core.store import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
+from looping_core.store.internal import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
 
 __all__ = [
     "PUSH_QUEUE",

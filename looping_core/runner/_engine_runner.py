@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from looping_core.a2a import Message
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store import StoreUnavailable, TaskStore
+from looping_core.store.internal import StoreUnavailable, TaskStore
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine

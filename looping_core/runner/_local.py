@@ -19,7 +19,7 @@ from typing import Any
 from looping_core import _metrics
 from looping_core.a2a import Message, TaskState
 from looping_core.runner._turns import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX, UNSETTLED, TurnDriver
-from looping_core.store import StoreUnavailable, TaskStore
+from looping_core.store.internal import StoreUnavailable, TaskStore
 
 __all__ = ["LocalRunner"]
 

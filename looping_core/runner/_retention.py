@@ -12,7 +12,13 @@ import logging
 
 from looping_core import _metrics
 from looping_core.config import RetentionConfig
-from looping_core.store import Database, PruneCounts, RetentionPolicy, StoreUnavailable, prune
+from looping_core.store.internal import (
+    Database,
+    PruneCounts,
+    RetentionPolicy,
+    StoreUnavailable,
+    prune,
+)
 
 __all__ = ["cron_of", "keep_pruning", "run_retention"]
 

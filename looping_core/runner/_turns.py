@@ -44,7 +44,7 @@ from looping_core.runner._adapters import (
     TurnEventWriter,
     TurnSession,
 )
-from looping_core.store import SessionStore, StoreUnavailable, SubtaskStore, TaskStore
+from looping_core.store.internal import SessionStore, StoreUnavailable, SubtaskStore, TaskStore
 
 __all__ = ["OUTAGE_RETRY_FIRST", "OUTAGE_RETRY_MAX", "UNSETTLED", "TurnDriver"]
 

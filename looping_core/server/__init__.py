@@ -6,39 +6,12 @@
 - `run_worker(config, plugins)`: `looping worker`, a process running the job engine's jobs;
 - `listen(app, host, port)`: serve an application through its connection guard (header
   deadlines, a connection cap), as `looping serve` does; tests use it too;
-- `telemetry_problems(observability)`: what keeps the configured metrics or traces from
-  working (`looping check` reports it).
+
+The rest (the typed services under `SERVICES`, the startup steps `looping check` shares, what
+keeps the configured metrics or traces from working) is for looping-core's own CLI and test
+harness: `looping_core.server.internal`.
 """
 
-from looping_core.server._app import (
-    LOCAL_NODE,
-    build_agents,
-    create_app,
-    node_of,
-    prepare_store,
-    tenant_models,
-    tenant_plugin_hosts,
-)
-from looping_core.server._services import SERVICES, Services
-from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
-from looping_core.server._telemetry import telemetry_problems
-from looping_core.server._worker import run_worker
+from looping_core.server.internal import Listener, ServeError, create_app, listen, run_worker, serve
 
-__all__ = [
-    "LOCAL_NODE",
-    "SERVICES",
-    "Listener",
-    "ServeError",
-    "Services",
-    "build_agents",
-    "create_app",
-    "event_loop_factory",
-    "listen",
-    "node_of",
-    "prepare_store",
-    "run_worker",
-    "serve",
-    "telemetry_problems",
-    "tenant_models",
-    "tenant_plugin_hosts",
-]
+__all__ = ["Listener", "ServeError", "create_app", "listen", "run_worker", "serve"]

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from aiohttp import web
 
-from looping_core.a2a._jwks import JwksCache
+from looping_core.a2a.internal import JwksCache
 from looping_core.agent import (
     Agent,
     AgentContext,
@@ -32,6 +32,7 @@ from looping_core.config import Config
 from looping_core.contract import ModelProvider, PluginStore
 from looping_core.errors import problem_list
 from looping_core.plugins import PluginHost
+from looping_core.server._calls import handle_rpc
 from looping_core.server._connections import ConnectionGuard, ConnectionLimits
 from looping_core.server._edge import (
     CARD_PATH,
@@ -40,7 +41,6 @@ from looping_core.server._edge import (
     build_edge,
     handle_agent_card,
     handle_jwks,
-    handle_rpc,
     push_signer,
 )
 from looping_core.server._health import add_health_routes
@@ -50,7 +50,7 @@ from looping_core.server._rest import handle_rest
 from looping_core.server._runtime import open_runtime
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._streams import EventHub
-from looping_core.store import (
+from looping_core.store.internal import (
     Database,
     adopt_orphans,
     bind,
@@ -359,7 +359,7 @@ def _prepare(
     upgrade(database.peewee)
     ensure_plugin_stores(database.peewee, stores)
     if engine:
-        from looping_core.runner import (  # noqa: PLC0415 - postgres extra
+        from looping_core.runner.internal import (  # noqa: PLC0415 - postgres extra
             apply_engine_schema,
             queue_orphans,
         )

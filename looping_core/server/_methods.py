@@ -13,35 +13,42 @@ from typing import Any
 import attrs
 
 from looping_core._logs import bind
-from looping_core.a2a import part_to_block, to_wire
-from looping_core.a2a._errors import ContentTypeNotSupported, InvalidParams, UnsupportedOperation
-from looping_core.a2a._gateway_token import origin_of
-from looping_core.a2a._grammar import id_problem, push_target_problems
-from looping_core.a2a._jsonrpc import Method
-from looping_core.a2a._models import (
+from looping_core.a2a import (
+    Message,
+    Part,
+    Role,
+    StreamResponse,
+    Task,
+    TaskPushNotificationConfig,
+    part_to_block,
+    to_wire,
+)
+from looping_core.a2a.internal import (
     CancelTaskRequest,
+    ContentTypeNotSupported,
     DeleteTaskPushNotificationConfigRequest,
     GetExtendedAgentCardRequest,
     GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    InvalidParams,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
+    Method,
     SendMessageConfiguration,
     SendMessageRequest,
-    StreamResponse,
     SubscribeToTaskRequest,
-    Task,
-    TaskPushNotificationConfig,
+    UnsupportedOperation,
+    id_problem,
+    media_type_accepted,
+    media_type_of,
+    origin_of,
+    push_target_problems,
 )
-from looping_core.a2a._parts import media_type_accepted, media_type_of
 from looping_core.content import ContentError
-from looping_core.server._edge import CallContext
+from looping_core.server._calls import CallContext
 from looping_core.server._streams import EventHub, TaskStream
-from looping_core.store import TaskStore, TurnStart
+from looping_core.store.internal import TaskStore, TurnStart
 
 __all__ = ["METHODS"]
 

@@ -21,26 +21,26 @@ from urllib.parse import unquote
 import attrs
 from aiohttp import web
 
-from looping_core.a2a._errors import (
+from looping_core.a2a import RpcError
+from looping_core.a2a.internal import (
     InvalidParams,
-    RpcError,
+    RpcCall,
     UnsupportedMediaType,
+    method_not_found,
+    parse_body,
     rest_error,
 )
-from looping_core.a2a._jsonrpc import RpcCall, method_not_found, parse_body
-from looping_core.server._edge import (
+from looping_core.server._calls import (
     JSON_TYPES,
-    answer_or_refuse,
     authenticate,
     call_method,
     check_version,
-    error_headers,
-    outcome_of,
     read_body,
-    write_stream,
 )
+from looping_core.server._refusals import answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
 from looping_core.server._services import SERVICES
+from looping_core.server._sse import write_stream
 from looping_core.server._streams import TaskStream
 
 __all__ = ["ROUTES", "handle_rest"]

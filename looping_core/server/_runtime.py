@@ -22,7 +22,7 @@ from looping_core.a2a import PushSigner
 from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
-from looping_core.runner import (
+from looping_core.runner.internal import (
     EngineRunner,
     LocalRunner,
     PushDeliverer,
@@ -30,10 +30,16 @@ from looping_core.runner import (
     TurnDriver,
     keep_pruning,
 )
-from looping_core.store import Database, PluginAccess, SessionStore, SubtaskStore, TaskStore
+from looping_core.store.internal import (
+    Database,
+    PluginAccess,
+    SessionStore,
+    SubtaskStore,
+    TaskStore,
+)
 
 if TYPE_CHECKING:
-    from looping_core.runner import JobEngine
+    from looping_core.runner.internal import JobEngine
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -81,7 +87,7 @@ async def open_runtime(
     engine = config.uses_job_engine()
     hooks = None
     if engine:
-        from looping_core.runner import EngineHooks  # noqa: PLC0415 - postgres extra
+        from looping_core.runner.internal import EngineHooks  # noqa: PLC0415 - postgres extra
 
         hooks = EngineHooks()
     store = TaskStore(database, node=node, worker=worker, jobs=hooks)
@@ -101,7 +107,7 @@ async def open_runtime(
         runner: Runner
         jobs = None
         if engine:
-            from looping_core.runner import JobEngine  # noqa: PLC0415 - postgres extra
+            from looping_core.runner.internal import JobEngine  # noqa: PLC0415 - postgres extra
 
             jobs = JobEngine(
                 config.store.location(), store, turns, deliverer, config.runner,
@@ -123,7 +129,7 @@ async def open_runtime(
                         keep_pruning(database, config.retention), name="looping-retention"
                     )
             elif run_jobs:
-                from looping_core.runner import JOB_QUEUES  # noqa: PLC0415
+                from looping_core.runner.internal import JOB_QUEUES  # noqa: PLC0415
 
                 jobs.start(
                     concurrency=concurrency or config.runner.concurrency,

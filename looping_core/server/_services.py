@@ -10,14 +10,13 @@ import attrs
 from aiohttp import web
 
 if TYPE_CHECKING:
-    from looping_core.a2a._jsonrpc import Method
-    from looping_core.a2a._jwks import JwksCache
-    from looping_core.runner import PushDeliverer, Runner
+    from looping_core.a2a.internal import JwksCache, Method
+    from looping_core.runner.internal import PushDeliverer, Runner
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
     from looping_core.server._runtime import Runtime
     from looping_core.server._streams import EventHub
-    from looping_core.store import TaskStore
+    from looping_core.store.internal import TaskStore
 
 __all__ = ["SERVICES", "Services"]
 

@@ -26,7 +26,7 @@ from looping_core import _metrics
 from looping_core.a2a import TooManyStreams
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
-from looping_core.store import StoreUnavailable, TaskEvent, TaskStore
+from looping_core.store.internal import StoreUnavailable, TaskEvent, TaskStore
 
 __all__ = ["EventHub", "Subscription", "TaskStream"]
 

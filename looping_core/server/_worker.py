@@ -25,7 +25,7 @@ from looping_core.server._app import build_agents, node_of, tenant_plugin_hosts
 from looping_core.server._edge import push_signer
 from looping_core.server._runtime import open_runtime
 from looping_core.server._serving import ServeError, event_loop_factory
-from looping_core.store import Database, bind, migration_status, raise_one_line
+from looping_core.store.internal import Database, bind, migration_status, raise_one_line
 
 __all__ = ["run_worker"]
 
@@ -46,7 +46,7 @@ def run_worker(
             "looping worker runs the job engine's jobs, and this config has none: its store is "
             "SQLite (or [runner] engine is embedded), where `looping serve` runs every turn"
         )
-    from looping_core.runner import JOB_QUEUES  # noqa: PLC0415 - postgres extra
+    from looping_core.runner.internal import JOB_QUEUES  # noqa: PLC0415 - postgres extra
 
     unknown = sorted(set(queues or ()) - set(JOB_QUEUES))
     if unknown:
@@ -110,7 +110,7 @@ def _stop(stopping: asyncio.Event, signum: int) -> None:
 
 async def _check_store(database: Database) -> None:
     """The store answers, its migrations and the job engine's tables are current."""
-    from looping_core.runner import engine_schema  # noqa: PLC0415 - postgres extra
+    from looping_core.runner.internal import engine_schema  # noqa: PLC0415 - postgres extra
 
     def look() -> tuple[int, bool]:
         bind(database.peewee)

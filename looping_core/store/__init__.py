@@ -13,86 +13,12 @@
 - `SubtaskStore`: the subtasks of tasks' delegation plans, their states and results;
 - `adopt_orphans`, `adopt_node`: hand rows of gone worker slots or machines to live ones;
 - `prune`: delete finished work past its `RetentionPolicy`, in bounded batches.
+
+What an app or a plugin meets of it is only its errors (`StoreError`, `StoreUnavailable`, which a
+plugin's `StoreAccess` calls may raise); the layers above reach the rest through
+`looping_core.store.internal`.
 """
 
-from looping_core.store._access import PluginAccess
-from looping_core.store._db import (
-    Database,
-    StoreError,
-    StoreUnavailable,
-    connection_problem,
-    open_database,
-    raise_one_line,
-    store_url_problem,
-)
-from looping_core.store._errors import (
-    ContextMismatch,
-    InvalidPageToken,
-    PushConfigNotFound,
-    StoreRefusal,
-    TaskNotCancelable,
-    TaskNotFound,
-    TurnRefused,
-)
-from looping_core.store._events import TaskEvent
-from looping_core.store._jobs import JobAlreadyQueued, JobHooks
-from looping_core.store._migrations import (
-    Migration,
-    MigrationStatus,
-    bind,
-    ensure_plugin_stores,
-    migration_status,
-    nothing_applied,
-    plugin_versions,
-    upgrade,
-)
-from looping_core.store._outbox import OutboxItem
-from looping_core.store._owners import adopt_node, adopt_orphans
-from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
-from looping_core.store._rows import NON_TERMINAL, now_us
-from looping_core.store._sessions import SessionStore
-from looping_core.store._subtasks import SubtaskStore
-from looping_core.store._task_store import TaskStore
-from looping_core.store._turns import BegunTurn, TurnStart
+from looping_core.store.internal import StoreError, StoreUnavailable
 
-__all__ = [
-    "NON_TERMINAL",
-    "BegunTurn",
-    "ContextMismatch",
-    "Database",
-    "InvalidPageToken",
-    "JobAlreadyQueued",
-    "JobHooks",
-    "Migration",
-    "MigrationStatus",
-    "OutboxItem",
-    "PluginAccess",
-    "PruneCounts",
-    "PushConfigNotFound",
-    "RetentionPolicy",
-    "SessionStore",
-    "StoreError",
-    "StoreRefusal",
-    "StoreUnavailable",
-    "SubtaskStore",
-    "TaskEvent",
-    "TaskNotCancelable",
-    "TaskNotFound",
-    "TaskStore",
-    "TurnRefused",
-    "TurnStart",
-    "adopt_node",
-    "adopt_orphans",
-    "bind",
-    "connection_problem",
-    "ensure_plugin_stores",
-    "migration_status",
-    "nothing_applied",
-    "now_us",
-    "open_database",
-    "plugin_versions",
-    "prune",
-    "raise_one_line",
-    "store_url_problem",
-    "upgrade",
-]
+__all__ = ["StoreError", "StoreUnavailable"]

@@ -13,7 +13,7 @@ import attrs
 
 from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
-from looping_core.a2a._grammar import printable, undeliverable_reason
+from looping_core.a2a.internal import printable, undeliverable_reason
 from looping_core.store._models import PushAttempt, PushOutbox
 from looping_core.store._rows import StoreBase, now_us
 

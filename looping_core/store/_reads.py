@@ -7,8 +7,8 @@ import base64
 import json
 from typing import Any
 
-from looping_core.a2a._grammar import id_problem
-from looping_core.a2a._models import ListTasksRequest, ListTasksResponse, Task, TaskState
+from looping_core.a2a import Task, TaskState
+from looping_core.a2a.internal import ListTasksRequest, ListTasksResponse, id_problem
 from looping_core.contract import Identity
 from looping_core.store._errors import InvalidPageToken
 from looping_core.store._migrations import MIGRATIONS

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Iterable, Iterator
 
 from looping_core.contract import PluginStore, StoreAccess
-from looping_core.store import Database, PluginAccess, ensure_plugin_stores
+from looping_core.store.internal import Database, PluginAccess, ensure_plugin_stores
 
 __all__ = ["plugin_store"]
 

@@ -14,7 +14,7 @@ import attrs
 from aiohttp import web
 
 from looping_core.config import Config
-from looping_core.server import Listener
+from looping_core.server.internal import Listener
 from looping_core.testing import AgentHarness, FakeGateway, ed25519_private_jwk
 
 TENANTS = """

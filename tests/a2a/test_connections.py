@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from looping_core.server import SERVICES
+from looping_core.server.internal import SERVICES
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent

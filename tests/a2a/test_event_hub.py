@@ -15,7 +15,7 @@ from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
 from looping_core.server._streams import EventHub, Subscription
-from looping_core.store import Database, TaskEvent, TaskStore, bind, upgrade
+from looping_core.store.internal import Database, TaskEvent, TaskStore, bind, upgrade
 
 CALLER = Identity("t", "https://gateway.example", "caller")
 

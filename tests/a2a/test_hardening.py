@@ -18,8 +18,8 @@ from typing import Any
 import a2a_agents
 import pytest
 
-from looping_core.server import node_of
-from looping_core.store import Database
+from looping_core.server.internal import node_of
+from looping_core.store.internal import Database
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent

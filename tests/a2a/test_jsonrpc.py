@@ -12,7 +12,7 @@ from google.rpc.error_details_pb2 import BadRequest, ErrorInfo
 
 from looping_core.a2a._errors import InvalidParams
 from looping_core.a2a._jsonrpc import Method
-from looping_core.server import SERVICES
+from looping_core.server.internal import SERVICES
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent

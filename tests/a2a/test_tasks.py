@@ -23,8 +23,8 @@ from google.protobuf.json_format import ParseDict
 
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.contract import Identity
-from looping_core.server import SERVICES
-from looping_core.store import Database, TaskStore
+from looping_core.server.internal import SERVICES
+from looping_core.store.internal import Database, TaskStore
 from looping_core.testing import FakeGateway
 
 from a2a_support import RunningAgent, start_agent

@@ -20,7 +20,7 @@ from looping_core.content import TextBlock, UserMessage
 from looping_core.contract import ModelProvider
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import Contribution, PluginRegistry, Provenance
-from looping_core.server import tenant_models
+from looping_core.server.internal import tenant_models
 from looping_core.testing import FakeModelServer, Reply
 
 CARD = """

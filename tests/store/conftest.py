@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from looping_core.store import Database, bind, upgrade
+from looping_core.store.internal import Database, bind, upgrade
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ import peewee
 import psycopg
 import pytest
 
-from looping_core.store import Database, StoreError, StoreUnavailable
 from looping_core.store._db import POSTGRES_THREADS
+from looping_core.store.internal import Database, StoreError, StoreUnavailable
 
 ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
 
@@ -129,7 +129,7 @@ async def test_a_write_waits_for_another_process_holding_the_writer_lock(
 WRITER = textwrap.dedent(
     """
     import asyncio, sys
-    from looping_core.store import Database
+    from looping_core.store.internal import Database
 
     async def main(path, name):
         database = Database.from_url(f"sqlite:///{path}")

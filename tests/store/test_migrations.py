@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from looping_core.store import Database, bind, migration_status, upgrade
+from looping_core.store.internal import Database, bind, migration_status, upgrade
 
 SCHEMA_V1 = Path(__file__).with_name("schema_v1.sql")
 

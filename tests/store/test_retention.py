@@ -18,8 +18,9 @@ from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig, Ta
 from looping_core.config import RetentionConfig
 from looping_core.content import TextBlock, UserMessage
 from looping_core.contract import Identity, SessionRef
-from looping_core.runner import cron_of, keep_pruning
-from looping_core.store import (
+from looping_core.runner.internal import cron_of, keep_pruning
+from looping_core.store import _retention as retention_module
+from looping_core.store.internal import (
     Database,
     PruneCounts,
     RetentionPolicy,
@@ -28,7 +29,6 @@ from looping_core.store import (
     now_us,
     prune,
 )
-from looping_core.store import _retention as retention_module
 
 ALICE = Identity("t", "https://gateway.example", "alice")
 DAY = 86400

@@ -16,7 +16,7 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.contract import Identity, SessionRef
-from looping_core.store import Database, SessionStore, migration_status
+from looping_core.store.internal import Database, SessionStore, migration_status
 
 ALICE = Identity("t", "https://gw.example", "alice")
 SESSION = SessionRef(ALICE, "ctx-1")

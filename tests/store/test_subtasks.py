@@ -10,7 +10,7 @@ import pytest
 
 from looping_core.a2a import Message, Part, Role
 from looping_core.contract import Identity, SubtaskRecord
-from looping_core.store import Database, StoreRefusal, SubtaskStore, TaskStore
+from looping_core.store.internal import Database, StoreRefusal, SubtaskStore, TaskStore
 
 ALICE = Identity("t", "https://gw.example", "alice")
 

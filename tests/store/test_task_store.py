@@ -20,7 +20,7 @@ from looping_core.a2a import (
     TaskState,
 )
 from looping_core.contract import Identity
-from looping_core.store import (
+from looping_core.store.internal import (
     Database,
     TaskStore,
     adopt_node,

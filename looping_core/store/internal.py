@@ -1,0 +1,86 @@
+"""The door of `looping_core.store` for looping-core's own upper layers (the runner, the server,
+the CLI, the test harness): every name described in the package's docstring. Not part of the
+app-facing API: it may change with any release, and the API snapshot leaves it out.
+"""
+
+from looping_core.store._access import PluginAccess
+from looping_core.store._db import (
+    Database,
+    StoreError,
+    StoreUnavailable,
+    connection_problem,
+    open_database,
+    raise_one_line,
+    store_url_problem,
+)
+from looping_core.store._errors import (
+    ContextMismatch,
+    InvalidPageToken,
+    PushConfigNotFound,
+    StoreRefusal,
+    TaskNotCancelable,
+    TaskNotFound,
+    TurnRefused,
+)
+from looping_core.store._events import TaskEvent
+from looping_core.store._jobs import JobAlreadyQueued, JobHooks
+from looping_core.store._migrations import (
+    Migration,
+    MigrationStatus,
+    bind,
+    ensure_plugin_stores,
+    migration_status,
+    nothing_applied,
+    plugin_versions,
+    upgrade,
+)
+from looping_core.store._outbox import OutboxItem
+from looping_core.store._owners import adopt_node, adopt_orphans
+from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
+from looping_core.store._rows import NON_TERMINAL, now_us
+from looping_core.store._sessions import SessionStore
+from looping_core.store._subtasks import SubtaskStore
+from looping_core.store._task_store import TaskStore
+from looping_core.store._turns import BegunTurn, TurnStart
+
+__all__ = [
+    "NON_TERMINAL",
+    "BegunTurn",
+    "ContextMismatch",
+    "Database",
+    "InvalidPageToken",
+    "JobAlreadyQueued",
+    "JobHooks",
+    "Migration",
+    "MigrationStatus",
+    "OutboxItem",
+    "PluginAccess",
+    "PruneCounts",
+    "PushConfigNotFound",
+    "RetentionPolicy",
+    "SessionStore",
+    "StoreError",
+    "StoreRefusal",
+    "StoreUnavailable",
+    "SubtaskStore",
+    "TaskEvent",
+    "TaskNotCancelable",
+    "TaskNotFound",
+    "TaskStore",
+    "TurnRefused",
+    "TurnStart",
+    "adopt_node",
+    "adopt_orphans",
+    "bind",
+    "connection_problem",
+    "ensure_plugin_stores",
+    "migration_status",
+    "nothing_applied",
+    "now_us",
+    "open_database",
+    "plugin_versions",
+    "prune",
+    "raise_one_line",
+    "store_url_problem",
+    "upgrade",
+]
