@@ -20,7 +20,7 @@ import click
 import peewee
 
 from looping_core._logs import configure as configure_logs
-from looping_core.a2a import SigningKeyError, generate_signing_key, load_signing_key
+from looping_core.a2a import generate_signing_key
 from looping_core.agent import Agent
 from looping_core.config import LOG_LEVELS, MAX_WORKERS, Config, load_config, resolve_config_path
 from looping_core.errors import ConfigError, LoopingError, ProblemsError, problem_list
@@ -49,7 +49,6 @@ from looping_core.store.internal import (
     nothing_applied,
     plugin_versions,
     raise_one_line,
-    store_url_problem,
     upgrade,
 )
 
@@ -122,30 +121,17 @@ def check(config_path: Path | None, connect: bool) -> None:
         # Go on with what could be read, so one run lists the other problems too.
         config, problems = exc.partial, list(exc.problems)
     complete = not problems
-    try:
-        load_signing_key(config.security.signing_key)
-    except SigningKeyError as exc:
-        problems.append(f"{exc} @ $.security.signing_key")
-    try:
-        store_problem = store_url_problem(config.store.location())
-    except LoopingError as exc:
-        store_problem = str(exc)
-    if store_problem is not None:
-        problems.append(f"{store_problem} @ $.store.url")
-    problems.extend(server.telemetry_problems(config.observability))
+    # Every step `serve` takes before it listens, by the same code; a config with problems may
+    # have lost a tenant or a model on the way, so its agents are not made then.
+    startup, failures = server.check_startup(config, make_agents=complete)
+    problems.extend(line for _, lines in failures for line in lines)
+    store_url_ok = not any(isinstance(error, StoreError) for error, _ in failures)
     plugins = "none"
-    try:
-        host = PluginHost.load(config)
-        plugins = ", ".join(str(p.source) for p in host.registry.plugins) or "none"
-        if complete:  # a config with problems may have lost a tenant or a model on the way
-            # The agents are made as `serve` makes them (their seams read, their models made),
-            # so a mistake there shows here; then their connections are closed again.
-            agents = server.build_agents(config, server.tenant_plugin_hosts(config, host))
-            asyncio.run(_close_agents(list(agents.values())))
-    except LoopingError as exc:
-        problems.extend(_problems_of(exc))
+    if startup is not None:
+        plugins = ", ".join(str(p.source) for p in startup.plugins.registry.plugins) or "none"
+        asyncio.run(startup.aclose())  # made as `serve` makes them; their connections closed
     status = None
-    if connect and store_problem is None and complete:
+    if connect and store_url_ok and complete:
         try:
             status = (
                 nothing_applied()

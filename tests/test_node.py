@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from looping_core.config import parse_config
-from looping_core.server._app import _host_node
+from looping_core.server._startup import _host_node
 from looping_core.server.internal import LOCAL_NODE, node_of
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import os
 import uuid
 import warnings
 from collections.abc import Sequence
@@ -223,7 +222,7 @@ class LoopingAgent(Agent):
                 self.context.tenant,
                 choice,
                 self.context.model_providers,
-                os.environ,
+                self.context.environ,
                 problems,
                 path=f"{where}: {path}",
             )

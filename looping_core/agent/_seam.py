@@ -6,6 +6,7 @@ import abc
 import difflib
 import enum
 import importlib
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,6 +55,9 @@ class AgentContext:
     model_providers: Mapping[str, ModelProvider] = attrs.field(factory=dict)
     """The providers the tenant can make models with (built-in and its plugins'), for an agent
     that names its own model when the config names none."""
+    environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ)
+    """Where `env:NAME` secrets are read (the server's environment, read once at startup), for
+    an agent that names its own model with an API key."""
 
 
 class SessionLog(Protocol):

@@ -14,7 +14,7 @@ from pathlib import Path
 import attrs
 from aiohttp import web
 
-from looping_core.a2a import PushSigner, SigningKey, TokenPolicy, load_signing_key
+from looping_core.a2a import PushSigner, SigningKey, TokenPolicy
 from looping_core.a2a.internal import (
     SignedCard,
     build_stub_card,
@@ -73,11 +73,9 @@ def _config_time(config: Config) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(int(stamp), datetime.UTC)
 
 
-def build_edge(
-    config: Config, environ: Mapping[str, str] | None = None, today: datetime.date | None = None
-) -> Edge:
-    """Load the signing key and sign every card; raises `SigningKeyError` with a clear message."""
-    key = load_signing_key(config.security.signing_key, environ)
+def build_edge(config: Config, key: SigningKey, today: datetime.date | None = None) -> Edge:
+    """Sign every card with the agent's key and publish its key set (with the retired keys
+    still valid on `today`)."""
     day = today or datetime.datetime.now(datetime.UTC).date()
     jwks_url = config.server.base_url + JWKS_PATH
     return Edge(

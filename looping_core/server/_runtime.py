@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import aiohttp
 import attrs
 
-from looping_core.a2a import PushSigner
-from looping_core.agent import Agent
-from looping_core.config import Config
-from looping_core.plugins import PluginHost
 from looping_core.runner.internal import (
     EngineRunner,
     LocalRunner,
@@ -40,6 +36,7 @@ from looping_core.store.internal import (
 
 if TYPE_CHECKING:
     from looping_core.runner.internal import JobEngine
+    from looping_core.server._startup import Startup
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -69,12 +66,9 @@ class Runtime:
 
 @asynccontextmanager
 async def open_runtime(
-    config: Config,
+    startup: Startup,
     database: Database,
     *,
-    signer: PushSigner,
-    agents: Mapping[str, Agent],
-    tenant_plugins: Mapping[str, PluginHost],
     node: str,
     worker: int,
     run_jobs: bool,
@@ -84,7 +78,8 @@ async def open_runtime(
     """Start them for the block; stop them (and close the agents) after it. `run_jobs`: with a
     job engine, run jobs of `queues` (default: all) in this process too, `concurrency` turns at
     a time (default: `[runner] concurrency`)."""
-    engine = config.uses_job_engine()
+    config = startup.config
+    engine = startup.uses_job_engine
     hooks = None
     if engine:
         from looping_core.runner.internal import EngineHooks  # noqa: PLC0415 - postgres extra
@@ -92,11 +87,11 @@ async def open_runtime(
         hooks = EngineHooks()
     store = TaskStore(database, node=node, worker=worker, jobs=hooks)
     async with aiohttp.ClientSession() as session:
-        deliverer = PushDeliverer(store, session, signer, config.push)
+        deliverer = PushDeliverer(store, session, startup.signer, config.push)
         turns = TurnDriver(
             store,
-            agents,
-            tenant_plugins,
+            startup.agents,
+            startup.tenant_plugins,
             config.runner,
             sessions=SessionStore(database, node=node, worker=worker),
             subtasks=SubtaskStore(database, node=node, worker=worker),
@@ -110,7 +105,7 @@ async def open_runtime(
             from looping_core.runner.internal import JobEngine  # noqa: PLC0415 - postgres extra
 
             jobs = JobEngine(
-                config.store.location(), store, turns, deliverer, config.runner,
+                startup.store_url, store, turns, deliverer, config.runner,
                 database=database, retention=config.retention,
             )  # fmt: skip
             runner = EngineRunner(store, turns, jobs)
@@ -145,5 +140,4 @@ async def open_runtime(
                 await jobs.close()  # its worker first: it stops the turns it runs
             await runner.close()
             await deliverer.stop()
-            for agent in agents.values():
-                await agent.aclose()
+            await startup.aclose()

@@ -33,6 +33,7 @@ from looping_core.plugins import PluginHost
 from looping_core.server._app import create_app, prepare_store
 from looping_core.server._requests import AccessLogger
 from looping_core.server._services import SERVICES
+from looping_core.server._startup import assemble
 from looping_core.server._telemetry import (
     METRICS_PATH,
     MetricsSetup,
@@ -74,14 +75,14 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
         _check_port_free(observability.metrics_host, observability.metrics_port)
     metrics = prepare_metrics(observability)  # before anything records, or forks
     try:
+        startup = assemble(config, plugins=plugins)  # every check a worker makes, first
         if count == 1:
-            app = create_app(config, plugins=plugins)
+            app = create_app(config, startup=startup)
             # Announced once it is up: the store opened and migrated, the port listening.
             up = functools.partial(_announce, config, count, new_loop)
             _run_app(app, config, new_loop(), worker=False, on_up=up, metrics=metrics)
             return
-        create_app(config, plugins=plugins, worker=0)  # every check a worker makes, first
-        prepare_store(config, plugins, count)
+        prepare_store(startup, count)
         _announce(config, count, new_loop)
         _Supervisor(config, plugins, count, new_loop, metrics).run()
     finally:

@@ -13,18 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import attrs
 
-from looping_core.a2a import PushSigner, load_signing_key
-from looping_core.agent import Agent
 from looping_core.config import Config
 from looping_core.plugins import PluginHost
-from looping_core.server._app import build_agents, node_of, tenant_plugin_hosts
-from looping_core.server._edge import push_signer
 from looping_core.server._runtime import open_runtime
 from looping_core.server._serving import ServeError, event_loop_factory
+from looping_core.server._startup import Startup, assemble, node_of
 from looping_core.store.internal import Database, bind, migration_status, raise_one_line
 
 __all__ = ["run_worker"]
@@ -55,30 +52,22 @@ def run_worker(
         )
     if concurrency is not None:
         config = attrs.evolve(config, runner=attrs.evolve(config.runner, concurrency=concurrency))
-    # Only the key: a worker serves no card, so it signs none (pushes only).
-    signer = push_signer(config, load_signing_key(config.security.signing_key))
-    tenant_plugins = tenant_plugin_hosts(config, plugins)
-    agents = build_agents(config, tenant_plugins)
+    # What serve checks and builds, but no edge: a worker serves no card (it signs pushes only).
+    startup = assemble(config, plugins=plugins)
     loop = event_loop_factory(config.server.event_loop)()
     try:
-        loop.run_until_complete(_work(config, signer, agents, tenant_plugins, queues))
+        loop.run_until_complete(_work(startup, queues))
     finally:
         loop.close()
 
 
-async def _work(
-    config: Config,
-    signer: PushSigner,
-    agents: Mapping[str, Agent],
-    tenant_plugins: Mapping[str, PluginHost],
-    queues: Sequence[str] | None,
-) -> None:
-    database = Database.from_url(config.store.location())
+async def _work(startup: Startup, queues: Sequence[str] | None) -> None:
+    config = startup.config
+    database = Database.from_url(startup.store_url)
     try:
         await _check_store(database)
         async with open_runtime(
-            config, database, signer=signer, agents=agents,
-            tenant_plugins=tenant_plugins, node=node_of(config), worker=0, run_jobs=True,
+            startup, database, node=node_of(config, startup.environ), worker=0, run_jobs=True,
             queues=queues,
         ) as runtime:  # fmt: skip
             assert runtime.jobs is not None

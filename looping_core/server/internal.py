@@ -3,18 +3,18 @@ embedding the server uses, plus the startup steps and the services the handlers 
 part of the app-facing API: it may change with any release, and the API snapshot leaves it out.
 """
 
-from looping_core.server._app import (
-    LOCAL_NODE,
-    build_agents,
-    create_app,
-    node_of,
-    prepare_store,
-    tenant_models,
-    tenant_plugin_hosts,
-)
+from looping_core.server._app import create_app, prepare_store
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
-from looping_core.server._telemetry import telemetry_problems
+from looping_core.server._startup import (
+    LOCAL_NODE,
+    Startup,
+    StartupProblems,
+    assemble,
+    check_startup,
+    node_of,
+    tenant_models,
+)
 from looping_core.server._worker import run_worker
 
 __all__ = [
@@ -23,7 +23,10 @@ __all__ = [
     "Listener",
     "ServeError",
     "Services",
-    "build_agents",
+    "Startup",
+    "StartupProblems",
+    "assemble",
+    "check_startup",
     "create_app",
     "event_loop_factory",
     "listen",
@@ -31,7 +34,5 @@ __all__ = [
     "prepare_store",
     "run_worker",
     "serve",
-    "telemetry_problems",
     "tenant_models",
-    "tenant_plugin_hosts",
 ]
