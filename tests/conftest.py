@@ -1,5 +1,5 @@
-"""Shared fixtures: throwaway plugin distributions, really built and installed with pip, and a
-throwaway PostgreSQL server."""
+"""Shared fixtures: throwaway plugin distributions, really built and installed with pip, a
+throwaway PostgreSQL server, and (from `support.fixtures`) gateways and a running agent."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pg_server import PostgresServer
+from support.pg_server import PostgresServer
 
+pytest_plugins = ["support.fixtures"]  # the edge fixtures: gateways, a running agent
 PLUGIN_DISTS = Path(__file__).parent / "plugin_dists"
 
 

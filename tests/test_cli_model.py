@@ -15,7 +15,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 
-from processes import start_looping, stop, wait_for_url
+from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 

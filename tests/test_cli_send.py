@@ -21,7 +21,7 @@ from looping_core.a2a import generate_signing_key
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
 
-from processes import start_looping, stop, wait_for_url
+from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -186,10 +186,10 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
     config = write_config(tmp_path, port, gateway_port)
     config.write_text(
         config.read_text().replace(
-            "looping_plugins_example.agent:WordCountAgent", "a2a_agents:EchoAgent"
+            "looping_plugins_example.agent:WordCountAgent", "support.agents:EchoAgent"
         )
     )
-    agents = str(Path(__file__).parent / "a2a")
+    agents = str(Path(__file__).parent)  # support.agents
     log = tmp_path / "serve.log"
     process = start_looping(
         "serve", "--config", str(config), env={**KEY, "PYTHONPATH": agents}, log=log

@@ -13,9 +13,10 @@ import ast
 from pathlib import Path
 
 import pytest
-from test_import_graph import modules_after_importing
 
 import looping_core
+
+from test_import_graph import modules_after_importing
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     (

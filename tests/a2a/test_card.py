@@ -17,7 +17,7 @@ from looping_core.a2a import AgentCard, from_wire, to_wire
 from looping_core.a2a._card import CardSignatureError, canonical_card_bytes, verify_card
 from looping_core.testing import FakeGateway, ed25519_private_jwk, public_jwk_of
 
-from a2a_support import RunningAgent, serving
+from support.serving import RunningAgent, serving
 
 LISTED = """
 [card]

@@ -14,7 +14,7 @@ from joserfc.jwk import ECKey, OctKey
 from looping_core.a2a._jose import b64url, b64url_decode
 from looping_core.testing import FakeGateway, ed25519_private_jwk, make_gateway_token
 
-from a2a_support import RunningAgent, start_agent
+from support.serving import RunningAgent, start_agent
 
 
 async def extended_card(agent: RunningAgent, token: str | None, tenant: str = "alice") -> tuple:

@@ -15,7 +15,7 @@ from looping_core.a2a._jsonrpc import Method
 from looping_core.server.internal import SERVICES
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent
+from support.serving import RunningAgent
 
 DETAIL_TYPES = {
     "type.googleapis.com/google.rpc.ErrorInfo": ErrorInfo,

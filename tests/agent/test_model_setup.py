@@ -32,7 +32,7 @@ skills = [{{ id = "s", name = "S", description = "Does it.", tags = ["t"] }}]
 
 
 def config_with(models: str, tenant: str = "alice") -> Config:
-    text = f'[tenants.{tenant}]\nagent = "a2a_agents:EchoAgent"\n' + CARD.format(id=tenant)
+    text = f'[tenants.{tenant}]\nagent = "support.agents:EchoAgent"\n' + CARD.format(id=tenant)
     return parse_config(text + models, source="models-test.toml")
 
 

@@ -19,7 +19,7 @@ from looping_core.testing import AgentHarness, FakeGateway, ed25519_private_jwk
 
 TENANTS = """
 [tenants.alice]
-agent = "a2a_agents:EchoAgent"
+agent = "support.agents:EchoAgent"
 [tenants.alice.card]
 name = "Alice"
 description = "Keeps Alice's notes."
@@ -27,14 +27,14 @@ version = "1.2.0"
 skills = [{ id = "notes", name = "Notes", description = "Keeps notes.", tags = ["notes"] }]
 
 [tenants.bob]
-agent = "a2a_agents:HoldingAgent"
+agent = "support.agents:HoldingAgent"
 [tenants.bob.card]
 name = "Bob"
 description = "Answers for Bob."
 skills = [{ id = "answer", name = "Answer", description = "Answers.", tags = ["qa"] }]
 
 [tenants.sdk]
-agent = "a2a_agents:EchoAgent"
+agent = "support.agents:EchoAgent"
 allow_configless = true
 max_wait_seconds = 10
 [tenants.sdk.card]
@@ -137,7 +137,7 @@ async def serving(
         await listener.cleanup()
 
 
-def keeper(base_url: str, agent: str = "a2a_agents:NotesAgent", model: bool = True) -> str:
+def keeper(base_url: str, agent: str = "support.agents:NotesAgent", model: bool = True) -> str:
     """TOML for tenant `keeper`: a LoopingAgent with the example notes tools, its model at
     `base_url` (without `model`: no model table)."""
     text = f"""

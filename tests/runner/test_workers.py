@@ -20,7 +20,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.server._serving import RESTART_LIMIT
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from served import (
+from support.served import (
     children,
     has_exited,
     log_of,

@@ -8,7 +8,7 @@ from test_tasks import call, send, wait_state
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
+from support.serving import RunningAgent, start_agent
 
 DATA = {"data": {"date": "2026-12-01", "guests": 2, "tags": ["quiet"]}}
 TYPED_DATA = {"data": [1, "x"], "mediaType": "application/json"}
@@ -42,7 +42,7 @@ async def test_a_part_outside_the_tenants_input_modes_is_refused_and_nothing_is_
 ) -> None:
     extra = """
 [tenants.texts]
-agent = "a2a_agents:EchoAgent"
+agent = "support.agents:EchoAgent"
 [tenants.texts.card]
 name = "Texts"
 description = "Takes text only."

@@ -16,7 +16,7 @@ import pytest
 from looping_core.server._services import SERVICES
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
+from support.serving import RunningAgent, start_agent
 
 
 async def probe(agent: RunningAgent, path: str) -> tuple[int, Any]:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import unused_port
-from sse_support import SseEvent, open_stream
 
 from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
 
-from served import KEY_VARIABLE, serve
+from support.served import KEY_VARIABLE, serve
+from support.sse import SseEvent, open_stream
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -32,7 +32,7 @@ def write_server(folder: Path, port: int, node: str, store: Path, gateway: FakeG
             store_url=f"sqlite:///{store}",
             server=f'node = "{node}"',
             extra="[streaming]\npoll_seconds = 0.05\n"
-            + tenant_toml("steps", "a2a_agents:ProgressAgent"),
+            + tenant_toml("steps", "support.agents:ProgressAgent"),
         )
     )
     return path

@@ -19,8 +19,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
-from a2a_support import keeper
-from served import children, has_exited, serve, wait_until_all_listen, write_config
+from support.served import children, has_exited, serve, wait_until_all_listen, write_config
+from support.serving import keeper
 
 KEY = ed25519_private_jwk("agent-key-1")
 TURNS = 40

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import a2a_agents
 import pytest
 from a2a.types import (
     ListTaskPushNotificationConfigsResponse,
@@ -27,13 +26,14 @@ from looping_core.server.internal import SERVICES
 from looping_core.store.internal import Database, TaskStore
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
-from served import wait_for
+from support import agents as test_agents
+from support.served import wait_for
+from support.serving import RunningAgent, start_agent
 
 FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
 PATIENT = """
 [tenants.patient]
-agent = "a2a_agents:EchoAgent"
+agent = "support.agents:EchoAgent"
 allow_configless = true
 max_wait_seconds = 600
 [tenants.patient.card]
@@ -131,7 +131,7 @@ async def test_fifty_concurrent_duplicates_make_one_task_and_one_turn(
     await wait_state(agent, gateway, task_id, "TASK_STATE_COMPLETED")
     await gateway.wait_for_pushes(1)
     await asyncio.sleep(0.05)
-    assert a2a_agents.RUNS[task_id] == 1
+    assert test_agents.RUNS[task_id] == 1
     assert len([p for p in gateway.pushes if p.claims and p.claims["taskId"] == task_id]) == 1
 
 
@@ -149,7 +149,7 @@ async def test_a_duplicate_after_a_restart_starts_nothing(
         repeat = await send(again, gateway, "once", message_id=message_id)
         assert repeat["id"] == task["id"]
         assert repeat["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert a2a_agents.RUNS[task["id"]] == 1
+        assert test_agents.RUNS[task["id"]] == 1
     finally:
         await again.session.close()
         await runner.cleanup()
@@ -176,15 +176,15 @@ async def test_a_follow_up_to_a_working_task_joins_it_and_begins_the_next_turn(
     joined = await send(agent, gateway, more, tenant="bob", task_id=task["id"])
     assert (joined["id"], joined["status"]["state"]) == (task["id"], "TASK_STATE_WORKING")
     assert [m["parts"] for m in joined["history"]] == [[{"text": held}], [{"text": more}]]
-    a2a_agents.RELEASE.setdefault(held, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(held, asyncio.Event()).set()
     for _ in range(500):
-        if a2a_agents.RUNS[task["id"]] == 2:
+        if test_agents.RUNS[task["id"]] == 2:
             break
         await asyncio.sleep(0.01)
-    assert a2a_agents.RUNS[task["id"]] == 2
+    assert test_agents.RUNS[task["id"]] == 2
     working = await wait_state(agent, gateway, task["id"], "TASK_STATE_WORKING", "bob")
     assert [a["parts"] for a in working["artifacts"]] == [[{"text": held}]]  # the first output
-    a2a_agents.RELEASE.setdefault(more, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(more, asyncio.Event()).set()
     done = await wait_state(agent, gateway, task["id"], "TASK_STATE_COMPLETED", "bob")
     assert [a["parts"] for a in done["artifacts"]] == [[{"text": held}], [{"text": more}]]
     assert [m["role"] for m in done["history"]] == ["ROLE_USER", "ROLE_USER"] + ["ROLE_AGENT"] * 2
@@ -214,11 +214,11 @@ async def test_cancel_racing_completion_ends_in_exactly_one_terminal_state(
     text = f"race-{uuid.uuid4()}"
     task = await send(agent, gateway, text, tenant="bob")
     await wait_state(agent, gateway, task["id"], "TASK_STATE_WORKING", "bob")
-    a2a_agents.RELEASE.setdefault(text, asyncio.Event())
+    test_agents.RELEASE.setdefault(text, asyncio.Event())
     cancel = asyncio.create_task(call(agent, gateway, "CancelTask", {"id": task["id"]}, "bob"))
     if attempt % 2:
         await asyncio.sleep(0)
-    a2a_agents.RELEASE[text].set()
+    test_agents.RELEASE[text].set()
     canceled = await cancel
     final = None
     for _ in range(200):
@@ -698,7 +698,7 @@ async def test_a_blocking_send_on_the_job_engine_waits_for_events_not_a_poll(
             gateway.send_turn(agent.endpoint, tenant="bob", text=text, return_immediately=False)
         )
         for _ in range(1500):  # a hang guard, not a timing
-            if text in a2a_agents.RELEASE:
+            if text in test_agents.RELEASE:
                 break  # the turn runs, and holds
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)  # the notices of its first events arrive
@@ -708,7 +708,7 @@ async def test_a_blocking_send_on_the_job_engine_waits_for_events_not_a_poll(
         assert 1 <= held <= 4
         await asyncio.sleep(1.5)  # a poll (10 to 200 ms) would have read ~10 times by now
         assert len(reads) == held
-        a2a_agents.RELEASE[text].set()
+        test_agents.RELEASE[text].set()
         status, body = await asyncio.wait_for(sending, 30)  # a hang guard, not a timing
     finally:
         await agent.session.close()

@@ -13,8 +13,8 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
-from processes import start_looping, stop, wait_for_url
-from served import HERE, log_of, serve, write_config
+from support.processes import start_looping, stop, wait_for_url
+from support.served import TESTS, log_of, serve, write_config
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -27,8 +27,8 @@ async def test_tool_writes_and_store_writes_never_meet_a_lock_under_load(
     model_port, port = unused_port(), unused_port()
     model_log = tmp_path / "model.log"
     model = start_looping(
-        "model", "serve", "--port", str(model_port), "--model", "note_models:take_note",
-        env={"PYTHONPATH": str(HERE)}, log=model_log,
+        "model", "serve", "--port", str(model_port), "--model", "support.note_models:take_note",
+        env={"PYTHONPATH": str(TESTS)}, log=model_log,
     )  # fmt: skip
     notes = tenant_toml(
         "notes", "looping_plugins_example.agent:NotesKeeper", 'plugins = ["example-notes"]'

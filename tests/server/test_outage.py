@@ -15,20 +15,20 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import a2a_agents
 import aiohttp
 import psycopg
 import pytest
 from aiohttp.test_utils import unused_port
-from bindings import BINDINGS, Binding, message
 from test_jobs import Processes, engine_config, rows
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from a2a_support import serving
-from pg_server import PostgresServer
-from served import serve, start_worker
+from support import agents as test_agents
+from support.bindings import BINDINGS, Binding, message
+from support.pg_server import PostgresServer
+from support.served import serve, start_worker
+from support.serving import serving
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -276,7 +276,7 @@ async def test_a_turn_whose_end_meets_an_outage_writes_it_when_the_store_is_back
         )
         task_id = sent.result["task"]["id"]
         async with asyncio.timeout(10):
-            while not a2a_agents.RUNS[task_id]:
+            while not test_agents.RUNS[task_id]:
                 await asyncio.sleep(0.02)
         with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
             admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")  # type: ignore[arg-type]
@@ -284,12 +284,12 @@ async def test_a_turn_whose_end_meets_an_outage_writes_it_when_the_store_is_back
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
                 (name,),
             )
-            a2a_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
+            test_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
             await asyncio.sleep(4)  # the end write is tried meanwhile, and the worker stops
             admin.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")  # type: ignore[arg-type]
         [push] = await gateway.wait_for_pushes(1, timeout=30)
         assert push.json["task"]["id"] == task_id
         assert push.json["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
         await asyncio.sleep(3)  # the sweep has handed the stopped worker's job back by now
-        assert a2a_agents.RUNS[task_id] == 1  # its answer was kept: the agent never ran again
+        assert test_agents.RUNS[task_id] == 1  # its answer was kept: the agent never ran again
         assert len(gateway.pushes) == 1

@@ -15,7 +15,7 @@ import attrs
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent
+from support.serving import RunningAgent
 
 
 @attrs.frozen

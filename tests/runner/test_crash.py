@@ -13,8 +13,8 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
-from a2a_support import keeper
-from served import serve, wait_for, write_config
+from support.served import serve, wait_for, write_config
+from support.serving import keeper
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -139,7 +139,7 @@ async def test_sigkill_during_wave_two_resumes_without_rerunning_wave_one(
     async with FakeModelServer() as model_server:
         config = write_config(tmp_path / "looping.toml", port, gateway)
         with config.open("a") as extra:
-            extra.write(keeper(model_server.base_url, agent="a2a_agents:PlanningAgent"))
+            extra.write(keeper(model_server.base_url, agent="support.agents:PlanningAgent"))
         key = ed25519_private_jwk("agent-key-1")
         endpoint = f"http://127.0.0.1:{port}/a2a"
         gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"

@@ -17,7 +17,7 @@ from aiohttp.test_utils import unused_port
 from looping_core._logs import MAX_MESSAGE, safe
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from served import log_of, serve, write_config
+from support.served import log_of, serve, write_config
 
 KEY = ed25519_private_jwk("agent-key-1")
 FORGED = "\r\n2026-01-01 00:00:00,000 [1] ERROR forged: FORGED"

@@ -11,17 +11,17 @@ import socket
 import time
 import uuid
 
-import a2a_agents
 import pytest
-from sse_support import open_stream, streaming_send
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, serving
+from support import agents as test_agents
+from support.serving import RunningAgent, serving
+from support.sse import open_stream, streaming_send
 
 TENANTS = """
 [tenants.flood]
-agent = "a2a_agents:FloodAgent"
+agent = "support.agents:FloodAgent"
 [tenants.flood.card]
 name = "Flood"
 description = "Streams a lot."
@@ -37,7 +37,7 @@ max_streams_per_caller = 2
 
 
 def release(key: str) -> None:
-    a2a_agents.RELEASE.setdefault(key, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(key, asyncio.Event()).set()
 
 
 async def test_a_client_that_stops_reading_is_disconnected_and_its_slot_given_back(

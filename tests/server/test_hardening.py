@@ -15,14 +15,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import a2a_agents
 import pytest
 
 from looping_core.server.internal import node_of
 from looping_core.store.internal import Database
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
+from support import agents as test_agents
+from support.serving import RunningAgent, start_agent
 
 FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
 
@@ -197,7 +197,7 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
     _, body = await gateway.send_turn(first.endpoint, tenant="bob", text=f"held-{uuid.uuid4()}")
     task_id = body["result"]["task"]["id"]
     for _ in range(200):
-        if a2a_agents.RUNS[task_id]:
+        if test_agents.RUNS[task_id]:
             break
         await asyncio.sleep(0.01)
     # What an earlier release accepted: a push URL with a lone surrogate for this task, and 33

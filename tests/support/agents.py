@@ -1,4 +1,4 @@
-"""Agents for the edge and runner tests (importable as `a2a_agents:Name`)."""
+"""Agents for the edge and runner tests (importable as `support.agents:Name`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ import pytest
 from looping_core.agent import AgentLoadError
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
-from a2a_support import keeper, serving, start_agent
+from support.serving import keeper, serving, start_agent
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
         Reply.text("Eggs summary."),  # subagent b (wave 2)
         Reply.text("Both summarized."),
     ]
-    config = keeper(model_server.base_url, agent="a2a_agents:PlanningAgent")
+    config = keeper(model_server.base_url, agent="support.agents:PlanningAgent")
     async with serving(gateway, store_url=f"sqlite:///{store}", extra=config) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="summarize")
         [push] = await gateway.wait_for_pushes(1)
@@ -115,7 +115,7 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
 
 
 async def test_a_round_policy_missing_a_word_stops_the_server(gateway: FakeGateway) -> None:
-    config = keeper("http://127.0.0.1:9/v1", agent="a2a_agents:WordlessPlanningAgent")
+    config = keeper("http://127.0.0.1:9/v1", agent="support.agents:WordlessPlanningAgent")
     with pytest.raises(AgentLoadError, match=re.escape("round_policy()")):
         await start_agent([gateway.origin], extra=config)
 
@@ -125,15 +125,15 @@ def test_looping_check_makes_the_agents_and_reports_a_wordless_policy(
 ) -> None:
     """`check` reads every agent's seams as `serve` does, so a policy missing a word shows."""
     config = tmp_path / "looping.toml"
-    config.write_text(keeper("http://127.0.0.1:9/v1", agent="a2a_agents:WordlessPlanningAgent"))
+    config.write_text(keeper("http://127.0.0.1:9/v1", agent="support.agents:WordlessPlanningAgent"))
     key = {"A2A_SIGNING_KEY": json.dumps(ed25519_private_jwk("check-key"))}
-    result = looping_cli("check", "--config", str(config), site=Path(__file__).parent, env=key)
+    result = looping_cli("check", "--config", str(config), site=Path(__file__).parents[1], env=key)
     assert result.returncode == 1
     assert "WordlessPlanningAgent.round_policy()" in result.stderr
     assert "budget_spent" in result.stderr
     good = tmp_path / "good.toml"
-    good.write_text(keeper("http://127.0.0.1:9/v1", agent="a2a_agents:PlanningAgent"))
-    checked = looping_cli("check", "--config", str(good), site=Path(__file__).parent, env=key)
+    good.write_text(keeper("http://127.0.0.1:9/v1", agent="support.agents:PlanningAgent"))
+    checked = looping_cli("check", "--config", str(good), site=Path(__file__).parents[1], env=key)
     assert checked.returncode == 0, checked.stderr
 
 
@@ -149,7 +149,7 @@ async def test_cancel_during_a_wave_stops_every_subagent_with_the_policys_words(
         Reply.slow(3),  # both subagents wait for the model when the caller cancels
         Reply.slow(3),
     ]
-    config = keeper(model_server.base_url, agent="a2a_agents:PlanningAgent")
+    config = keeper(model_server.base_url, agent="support.agents:PlanningAgent")
     async with serving(gateway, store_url=f"sqlite:///{store}", extra=config) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="summarize")
         task_id = first["result"]["task"]["id"]

@@ -13,7 +13,8 @@ import aiohttp
 
 from looping_core.testing import FakeGateway, config_toml, tenant_toml
 
-HERE = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
+"""On `PYTHONPATH` for served processes: they import `support.agents` and the like."""
 KEY_VARIABLE = "LPT_SERVED_KEY"
 
 
@@ -37,7 +38,9 @@ restart_message = "Restarted; please send the request again."
 [push]
 backoff_seconds = 0.05
 backoff_max_seconds = 0.2
-""" + tenant_toml("bob", "a2a_agents:HoldingAgent", "allow_configless = true\nmax_wait_seconds = 2")
+""" + tenant_toml(
+        "bob", "support.agents:HoldingAgent", "allow_configless = true\nmax_wait_seconds = 2"
+    )
     extra += more
     path.write_text(
         config_toml(
@@ -65,7 +68,7 @@ def start(
 ) -> subprocess.Popen[bytes]:
     """Start `looping serve` (or `command`) in its own session (its log in server.log beside
     the config, or in `log`)."""
-    environment = dict(os.environ, PYTHONPATH=str(HERE))
+    environment = dict(os.environ, PYTHONPATH=str(TESTS))
     environment[KEY_VARIABLE] = json.dumps(key)
     script = str(Path(sys.executable).with_name("looping"))
     with (log or log_of(config)).open("ab") as output:

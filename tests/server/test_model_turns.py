@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import a2a_agents
 import pytest
 
 from looping_core.agent import OpenAIChatModel
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
 
-from a2a_support import start_agent
+from support import agents as test_agents
+from support.serving import start_agent
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ async def test_a_turn_is_answered_by_the_fallback_model_and_pushed(
 ) -> None:
     tenant = f"""
 [tenants.modeled]
-agent = "a2a_agents:ModelAgent"
+agent = "support.agents:ModelAgent"
 [tenants.modeled.card]
 name = "Modeled"
 description = "Asks a model."
@@ -58,6 +58,6 @@ max_retries = 0
     finally:
         await agent.session.close()
         await listener.cleanup()
-    models = a2a_agents.CONTEXTS["modeled"].models
+    models = test_agents.CONTEXTS["modeled"].models
     assert [model.label for model in models] == ["openai:primary", "openai:backup"]
     assert all(isinstance(m, OpenAIChatModel) and m._client.is_closed() for m in models)

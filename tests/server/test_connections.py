@@ -17,7 +17,7 @@ import pytest
 from looping_core.server.internal import SERVICES
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
+from support.serving import RunningAgent, start_agent
 
 CLOSED_WITHIN = 10.0
 

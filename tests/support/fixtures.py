@@ -8,7 +8,7 @@ import pytest
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, start_agent
+from support.serving import RunningAgent, start_agent
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ from typing import Any
 
 import attrs
 import pytest
-from sse_support import open_stream, streaming_send
 
 from looping_core.agent import AgentLoadError, ModelSetupError
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
 
-from a2a_support import keeper, serving, start_agent
+from support.serving import keeper, serving, start_agent
+from support.sse import open_stream, streaming_send
 
 
 @pytest.fixture
@@ -104,10 +104,10 @@ async def test_another_caller_does_not_see_the_session_or_the_notes(
 @pytest.mark.parametrize(
     ("agent", "model", "problem"),
     [
-        ("a2a_agents:NotesAgent", False, "needs a model; add a [tenants.keeper.model] table"),
-        ("a2a_agents:WrongFamiliesAgent", True, "do not provide: weather (available: notes)"),
+        ("support.agents:NotesAgent", False, "needs a model; add a [tenants.keeper.model] table"),
+        ("support.agents:WrongFamiliesAgent", True, "do not provide: weather (available: notes)"),
         (
-            "a2a_agents:OwnModelAgent",
+            "support.agents:OwnModelAgent",
             False,
             "base_url must be an absolute http(s) URL without query or fragment @ "
             "OwnModelAgent.agent_config().model.base_url",
@@ -129,7 +129,7 @@ async def test_an_agent_may_name_its_own_model_and_the_config_replaces_it(
     monkeypatch.setenv("LPT_OWN_MODEL_URL", model_server.base_url)
     model_server.replies += [Reply.text("From my own model."), Reply.text("From the config's.")]
     for model, expected in ((False, "openai:own"), (True, "openai:m")):
-        config = keeper(model_server.base_url, agent="a2a_agents:OwnModelAgent", model=model)
+        config = keeper(model_server.base_url, agent="support.agents:OwnModelAgent", model=model)
         pushed = len(gateway.pushes)
         async with serving(gateway, extra=config) as agent:
             await gateway.send_turn(agent.endpoint, tenant="keeper", text="hi")
@@ -140,7 +140,7 @@ async def test_an_agent_may_name_its_own_model_and_the_config_replaces_it(
 async def test_the_model_asks_the_caller_and_the_follow_up_continues_the_turn(
     gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    config = keeper(model_server.base_url, agent="a2a_agents:AskingAgent")
+    config = keeper(model_server.base_url, agent="support.agents:AskingAgent")
     model_server.replies += [
         Reply.tool_calls(("c1", "ask_caller", {"message": "Which list?"})),
         Reply.text("Added to groceries."),

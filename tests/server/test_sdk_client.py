@@ -8,7 +8,6 @@ import dataclasses
 import json
 import uuid
 
-import a2a_agents
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
@@ -31,7 +30,8 @@ from jwt.api_jwk import PyJWK
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent
+from support import agents as test_agents
+from support.serving import RunningAgent
 
 
 async def verifier_for(agent: RunningAgent):  # type: ignore[no-untyped-def]
@@ -105,7 +105,7 @@ async def test_the_sdk_client_streams_a_send_and_resubscribes_to_a_running_task(
         stream = client.subscribe(SubscribeToTaskRequest(tenant="bob", id=task_id))
         first = await anext(stream)
         assert first.task.id == task_id
-        a2a_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
+        test_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
         rest = [event async for event in stream]
         await client.close()
     assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED

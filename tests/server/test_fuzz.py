@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import start_agent
+from support.serving import start_agent
 
 EXAMPLES_PER_METHOD = 60
 LONG_EXAMPLES_PER_METHOD = 1_000  # 10 kinds of request: about 10,000 requests

@@ -9,28 +9,28 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import a2a_agents
 import pytest
 from a2a.types import StreamResponse as ProtoStreamResponse
 from google.protobuf.json_format import ParseDict
-from sse_support import SseEvent, open_stream, streaming_send
 from test_tasks import call, send, wait_state
 
 from looping_core.server._services import SERVICES as SERVICES_KEY
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent, serving, start_agent
+from support import agents as test_agents
+from support.serving import RunningAgent, serving, start_agent
+from support.sse import SseEvent, open_stream, streaming_send
 
 STREAM_TENANTS = """
 [tenants.steps]
-agent = "a2a_agents:ProgressAgent"
+agent = "support.agents:ProgressAgent"
 [tenants.steps.card]
 name = "Steps"
 description = "Says what it does."
 skills = [{ id = "s", name = "S", description = "Steps.", tags = ["s"] }]
 
 [tenants.direct]
-agent = "a2a_agents:DirectAgent"
+agent = "support.agents:DirectAgent"
 [tenants.direct.card]
 name = "Direct"
 description = "Answers with a message."
@@ -52,7 +52,7 @@ def strict_events(events: list[SseEvent]) -> None:
 
 
 def release(key: str) -> None:
-    a2a_agents.RELEASE.setdefault(key, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(key, asyncio.Event()).set()
 
 
 async def test_the_cards_say_streaming(agent: RunningAgent, gateway: FakeGateway) -> None:

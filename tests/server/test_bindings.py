@@ -10,17 +10,17 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import a2a_agents
 import aiohttp
 import pytest
 from a2a.types import AgentCard as ProtoAgentCard
 from a2a.types import SendMessageResponse, Task
-from bindings import BINDINGS, Binding, message
 from google.protobuf.json_format import ParseDict
 
 from looping_core.testing import FakeGateway
 
-from a2a_support import RunningAgent
+from support import agents as test_agents
+from support.bindings import BINDINGS, Binding, message
+from support.serving import RunningAgent
 
 ERROR_STATUS = {  # the HTTP status of each error in each binding
     "jsonrpc": {"TASK_NOT_FOUND": 200, "INVALID_PARAMS": 200, "UNSUPPORTED_OPERATION": 200,
@@ -94,7 +94,7 @@ async def test_cancel_and_its_errors(binding: Binding) -> None:
     again = await binding.call("CancelTask", {"id": task["id"]}, tenant="bob")
     refused(binding, again, "TASK_NOT_CANCELABLE")
     refused(binding, await binding.call("CancelTask", {"id": str(uuid.uuid4())}), "TASK_NOT_FOUND")
-    a2a_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
 
 
 async def test_push_configs(binding: Binding) -> None:
@@ -259,7 +259,7 @@ async def test_streaming_and_resuming_in_both_bindings(
     # The first stream was cut after its first event; resume from it, then let the turn end.
     state = (await binding.call("ListTasks", {}, tenant="bob")).result["tasks"][0]
     task_id = state["id"]
-    a2a_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
+    test_agents.RELEASE.setdefault(hold, asyncio.Event()).set()
     verb, url, body = binding.stream_request("SubscribeToTask", {"id": task_id}, "bob")
     async with session.request(
         verb, url, json=body, headers={**headers, "Last-Event-ID": "0"}

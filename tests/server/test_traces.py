@@ -26,9 +26,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 from looping_core import _tracing
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
-import served
-from a2a_support import keeper, serving
-from served import write_config
+from support import served
+from support.served import write_config
+from support.serving import keeper, serving
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 GATEWAY_SPAN = "00f067aa0ba902b7"

@@ -21,7 +21,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from served import serve, start_worker, wait_for, write_config
+from support.served import serve, start_worker, wait_for, write_config
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
