@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import pluggy
@@ -27,65 +27,20 @@ import looping_core
 from looping_core import hookspecs
 from looping_core.config import Config, structure_plugin_config
 from looping_core.contract import (
-    ModelProvider,
     PluginInfo,
-    PluginStore,
     SecretRef,
-    SubtaskType,
-    ToolFamily,
-    WorkspaceBacking,
 )
-from looping_core.errors import PluginProblem, PluginProblems
+from looping_core.errors import PluginProblems
 from looping_core.plugins._calls import (
     call_one,
     declared_hooks,
     implementations,
     make_plugin_manager,
 )
+from looping_core.plugins._collector import Collector, raised
+from looping_core.plugins._contributions import collect_contributions
 from looping_core.plugins._discovery import InstalledPlugin, closest_key, discover_plugins
-from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
-
-_Item = TypeVar("_Item")
-
-_CONTRIBUTION_HOOKS = (
-    "tool_families",
-    "subtask_types",
-    "stores",
-    "workspace_backing",
-    "model_providers",
-)
-
-
-@attrs.define
-class _Collector:
-    """Gathers problems; each sentence starts with whose problem it is."""
-
-    problems: list[PluginProblem] = attrs.field(factory=list)
-
-    def add(
-        self,
-        code: str,
-        message: str,
-        source: Provenance | None = None,
-        *,
-        plugin: str | None = None,
-        cause: BaseException | None = None,
-    ) -> None:
-        if source is not None:
-            message = f"{source}: {message}"
-            plugin = source.plugin
-        elif plugin is not None:
-            message = f"plugin {plugin!r}: {message}"
-        self.problems.append(
-            PluginProblem(
-                code=code,
-                message=message,
-                plugin=plugin,
-                distribution=source.distribution if source else None,
-                version=source.version if source else None,
-                cause=cause,
-            )
-        )
+from looping_core.plugins._registry import LoadedPlugin, PluginRegistry, Provenance
 
 
 def load_plugins(
@@ -101,7 +56,7 @@ def load_plugins(
     """
     env = os.environ if environ is None else environ
     available = list(discover_plugins() if installed is None else installed)
-    problems = _Collector()
+    problems = Collector()
     pm = make_plugin_manager()
     loaded: list[LoadedPlugin] = []
 
@@ -114,14 +69,14 @@ def load_plugins(
         if plugin is not None:
             loaded.append(plugin)
 
-    registry = _collect_contributions(loaded, pm, problems)
+    registry = collect_contributions(loaded, pm, problems)
     if problems.problems:
         raise PluginProblems(problems.problems)
     return registry, pm
 
 
 def _find(
-    key: str, available: Sequence[InstalledPlugin], problems: _Collector
+    key: str, available: Sequence[InstalledPlugin], problems: Collector
 ) -> InstalledPlugin | None:
     matches = [plugin for plugin in available if plugin.key == key]
     if len(matches) == 1:
@@ -156,7 +111,7 @@ def _load_one(
     config: Config,
     environ: Mapping[str, str],
     pm: pluggy.PluginManager,
-    problems: _Collector,
+    problems: Collector,
 ) -> LoadedPlugin | None:
     try:
         obj = candidate.load()
@@ -192,7 +147,7 @@ def _load_one(
 
 
 def _check_hookimpls(
-    obj: object, pm: pluggy.PluginManager, source: Provenance, problems: _Collector
+    obj: object, pm: pluggy.PluginManager, source: Provenance, problems: Collector
 ) -> tuple[str, ...]:
     """Refuse hook implementations that have no spec or declare arguments the spec lacks."""
     specs = _spec_arguments()
@@ -245,13 +200,6 @@ def _argument_names(function: Callable[..., object]) -> tuple[str, ...]:
     return tuple(p.name for p in parameters if p.default is inspect.Parameter.empty)
 
 
-def _raised(hook: str, exc: Exception) -> str:
-    return (
-        f"{hook}() raised {type(exc).__name__}: {exc}. Fix the plugin, or remove it from "
-        "plugins.enabled."
-    )
-
-
 _INVALID = object()
 """Stands for "this step failed and its problem is recorded"."""
 
@@ -260,7 +208,7 @@ def _call_required(
     pm: pluggy.PluginManager,
     hook: str,
     source: Provenance,
-    problems: _Collector,
+    problems: Collector,
     *,
     missing: tuple[str, str],
 ) -> Any:
@@ -272,12 +220,12 @@ def _call_required(
     try:
         return call_one(impl, {})
     except Exception as exc:
-        problems.add("hook-failed", _raised(hook, exc), source, cause=exc)
+        problems.add("hook-failed", raised(hook, exc), source, cause=exc)
         return _INVALID
 
 
 def _check_contract_version(
-    pm: pluggy.PluginManager, source: Provenance, problems: _Collector
+    pm: pluggy.PluginManager, source: Provenance, problems: Collector
 ) -> bool:
     fix = (
         "implement `contract_version()` returning looping_core.hookspecs.CONTRACT_VERSION "
@@ -324,7 +272,7 @@ def _check_contract_version(
 
 
 def _plugin_info(
-    pm: pluggy.PluginManager, source: Provenance, problems: _Collector
+    pm: pluggy.PluginManager, source: Provenance, problems: Collector
 ) -> PluginInfo | None:
     info = _call_required(
         pm, "plugin_info", source, problems,
@@ -366,7 +314,7 @@ def _plugin_info(
 
 
 def _plugin_config(
-    info: PluginInfo, config: Config, source: Provenance, problems: _Collector
+    info: PluginInfo, config: Config, source: Provenance, problems: Collector
 ) -> Any:
     raw = config.plugins.settings.get(source.plugin, {})
     value, errors = structure_plugin_config(raw, info.config_type, f"$.plugins.{source.plugin}")
@@ -384,7 +332,7 @@ def _check_secrets(
     plugin_config: Any,
     environ: Mapping[str, str],
     source: Provenance,
-    problems: _Collector,
+    problems: Collector,
 ) -> None:
     for name in info.secrets:
         ref = getattr(plugin_config, name, None)
@@ -403,129 +351,3 @@ def _check_secrets(
                 f"which is not set; export {ref.env} before starting.",
                 source,
             )
-
-
-def _collect_contributions(
-    loaded: Sequence[LoadedPlugin], pm: pluggy.PluginManager, problems: _Collector
-) -> PluginRegistry:
-    gathered: dict[str, list[Contribution[Any]]] = {hook: [] for hook in _CONTRIBUTION_HOOKS}
-    expected: dict[str, type] = {
-        "tool_families": ToolFamily,
-        "subtask_types": SubtaskType,
-        "stores": PluginStore,
-        "workspace_backing": WorkspaceBacking,
-        "model_providers": ModelProvider,
-    }
-    for hook in _CONTRIBUTION_HOOKS:
-        impls = implementations(pm, hook)
-        for plugin in loaded:
-            impl = impls.get(plugin.key)
-            if impl is None:
-                continue
-            try:
-                result = call_one(impl, {"config": plugin.config})
-            except Exception as exc:
-                problems.add(
-                    "hook-failed",
-                    _raised(hook, exc),
-                    plugin.source,
-                    cause=exc,
-                )
-                continue
-            items = [result] if hook == "workspace_backing" else result
-            if hook == "workspace_backing" and result is None:
-                continue
-            if not isinstance(items, list | tuple) or not all(
-                isinstance(item, expected[hook]) for item in items
-            ):
-                problems.add(
-                    "bad-contribution",
-                    f"{hook}() must return "
-                    + (
-                        "a WorkspaceBacking or None"
-                        if hook == "workspace_backing"
-                        else f"a list of {expected[hook].__name__}"
-                    )
-                    + f", got {type(result).__name__}.",
-                    plugin.source,
-                )
-                continue
-            gathered[hook].extend(Contribution(item, plugin.source) for item in items)
-
-    tool_families = _unique(gathered["tool_families"], lambda f: f.name, "tool family", problems)
-    subtask_types = _unique(gathered["subtask_types"], lambda s: s.key, "subtask type", problems)
-    providers = _unique(gathered["model_providers"], lambda m: m.name, "model provider", problems)
-    stores = _unique(gathered["stores"], lambda s: s.plugin, "store", problems)
-    _check_tables(gathered["stores"], problems)
-    workspace = _single_workspace(gathered["workspace_backing"], problems)
-    return PluginRegistry(
-        plugins=tuple(loaded),
-        tool_families=tool_families,
-        subtask_types=subtask_types,
-        stores=stores,
-        model_providers=providers,
-        workspace_backing=workspace,
-    )
-
-
-def _unique(
-    contributions: Sequence[Contribution[_Item]],
-    name_of: Callable[[_Item], str],
-    what: str,
-    problems: _Collector,
-) -> dict[str, Contribution[_Item]]:
-    by_name: dict[str, list[Contribution[_Item]]] = {}
-    for contribution in contributions:
-        by_name.setdefault(name_of(contribution.item), []).append(contribution)
-    unique: dict[str, Contribution[_Item]] = {}
-    for name, group in by_name.items():
-        if len(group) == 1:
-            unique[name] = group[0]
-            continue
-        code = "duplicate-" + what.replace(" ", "-")
-        for contribution in group:
-            problems.add(
-                code,
-                f"contributes the {what} {name!r}, which {_others(contribution, group)} "
-                f"contributes too; {what} names must be unique across selected plugins. "
-                "Rename one, or select only one of these plugins.",
-                contribution.source,
-            )
-    return unique
-
-
-def _others(contribution: Contribution[Any], group: Sequence[Contribution[Any]]) -> str:
-    return ", ".join(str(c.source) for c in group if c is not contribution) or "itself"
-
-
-def _check_tables(stores: Sequence[Contribution[PluginStore]], problems: _Collector) -> None:
-    owners: dict[str, list[Contribution[PluginStore]]] = {}
-    for contribution in stores:
-        for table in contribution.item.tables:
-            owners.setdefault(table.lower(), []).append(contribution)
-    for table, group in owners.items():
-        if len(group) > 1:
-            for contribution in group:
-                problems.add(
-                    "table-clash",
-                    f"its store declares table {table!r}, which is also declared by "
-                    f"{_others(contribution, group)}; prefix plugin tables with the plugin's "
-                    "own name.",
-                    contribution.source,
-                )
-
-
-def _single_workspace(
-    contributions: Sequence[Contribution[WorkspaceBacking]], problems: _Collector
-) -> Contribution[WorkspaceBacking] | None:
-    if len(contributions) <= 1:
-        return contributions[0] if contributions else None
-    for contribution in contributions:
-        problems.add(
-            "multiple-workspace-backings",
-            f"provides workspace backing {contribution.item.name!r}, but so does "
-            f"{_others(contribution, contributions)}; at most one selected plugin may provide "
-            "it. Select only one of them.",
-            contribution.source,
-        )
-    return None

@@ -1,19 +1,21 @@
-"""Reading the caller's tasks: one by id, or a filtered, cursor-paged list (newest first)."""
+"""Reading tasks: the caller's, one by id or a filtered, cursor-paged list (newest first); and for
+the runners, a task's state, this worker's unfinished tasks, which of some have ended."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from looping_core.a2a import Task, TaskState
+from looping_core.a2a import TERMINAL_STATES, Task, TaskState
 from looping_core.a2a.internal import ListTasksRequest, ListTasksResponse, id_problem
 from looping_core.contract import Identity
 from looping_core.store._errors import InvalidPageToken
 from looping_core.store._migrations import MIGRATIONS
 from looping_core.store._models import TaskRow
-from looping_core.store._rows import Head, StoreBase
+from looping_core.store._rows import RUNNING, Head, StoreBase
 
 __all__ = ["DEFAULT_PAGE_SIZE", "Reads"]
 
@@ -90,6 +92,49 @@ class Reads(StoreBase):
         return ListTasksResponse(
             tasks=tasks, next_page_token=token, page_size=size, total_size=total
         )
+
+    async def task_state(self, task_id: str) -> TaskState | None:
+        """The task's state now (`None`: no such task), whoever owns it."""
+
+        def read() -> TaskState | None:
+            row = self._sql("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            return TaskState(row[0]) if row is not None else None
+
+        return await self._db.run(read)
+
+    async def unfinished(self) -> list[str]:
+        """This worker's tasks a crash may have left SUBMITTED or WORKING, oldest first."""
+
+        def query() -> list[str]:
+            rows = (
+                TaskRow.select(TaskRow.id)
+                .where(
+                    TaskRow.state.in_(RUNNING)
+                    & (TaskRow.node == self._node)
+                    & (TaskRow.worker == self._worker)
+                )
+                .order_by(TaskRow.created_ts)
+            )
+            return [row.id for row in rows]
+
+        return await self._db.run(query)
+
+    async def ended_among(self, task_ids: Sequence[str]) -> list[str]:
+        """Those of `task_ids` in a terminal state."""
+
+        def query() -> list[str]:
+            ended = ", ".join(str(state.value) for state in TERMINAL_STATES)
+            found = []
+            for start in range(0, len(task_ids), 500):  # well under any placeholder limit
+                chunk = task_ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                rows = self._sql(
+                    f"SELECT id FROM tasks WHERE id IN ({marks}) AND state IN ({ended})", chunk
+                ).fetchall()
+                found += [task_id for (task_id,) in rows]
+            return found
+
+        return await self._db.run(query) if task_ids else []
 
 
 def _scoped(model: Any, caller: Identity) -> Any:

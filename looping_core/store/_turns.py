@@ -32,7 +32,6 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
 from looping_core.store._events import Events
-from looping_core.store._models import TaskRow
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
     NON_TERMINAL,
@@ -469,46 +468,3 @@ class Turns(Events, PushConfigs):
             return bool(cursor.rowcount)
 
         return await self._db.run(write)
-
-    async def task_state(self, task_id: str) -> TaskState | None:
-        """The task's state now (`None`: no such task), whoever owns it."""
-
-        def read() -> TaskState | None:
-            row = self._sql("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
-            return TaskState(row[0]) if row is not None else None
-
-        return await self._db.run(read)
-
-    async def unfinished(self) -> list[str]:
-        """This worker's tasks a crash may have left SUBMITTED or WORKING, oldest first."""
-
-        def query() -> list[str]:
-            rows = (
-                TaskRow.select(TaskRow.id)
-                .where(
-                    TaskRow.state.in_(RUNNING)
-                    & (TaskRow.node == self._node)
-                    & (TaskRow.worker == self._worker)
-                )
-                .order_by(TaskRow.created_ts)
-            )
-            return [row.id for row in rows]
-
-        return await self._db.run(query)
-
-    async def ended_among(self, task_ids: Sequence[str]) -> list[str]:
-        """Those of `task_ids` in a terminal state."""
-
-        def query() -> list[str]:
-            ended = ", ".join(str(state.value) for state in TERMINAL_STATES)
-            found = []
-            for start in range(0, len(task_ids), 500):  # well under any placeholder limit
-                chunk = task_ids[start : start + 500]
-                marks = ", ".join("?" * len(chunk))
-                rows = self._sql(
-                    f"SELECT id FROM tasks WHERE id IN ({marks}) AND state IN ({ended})", chunk
-                ).fetchall()
-                found += [task_id for (task_id,) in rows]
-            return found
-
-        return await self._db.run(query) if task_ids else []

@@ -1,0 +1,233 @@
+"""Talking to an agent the way a gateway does: `looping gateway`, `send`, `token` and `tasks`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+import click
+
+from looping_core.cli._common import (
+    clean_errors,
+    config_option,
+)
+from looping_core.cli._main import main
+from looping_core.config import load_config, resolve_config_path
+from looping_core.gateway import (
+    JWKS_ROUTE,
+    Target,
+    call_agent,
+    default_state_folder,
+    gateway_key,
+    mint_token,
+    run_gateway,
+    send_text,
+)
+
+__all__ = ["gateway", "send", "tasks", "token"]
+
+_state_option = click.option(
+    "--state",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="The local gateway's state folder, which keeps its key (default: "
+    "$LOOPING_GATEWAY_STATE, else ~/.local/state/looping/gateway).",
+)
+_binding_option = click.option(
+    "--binding",
+    type=click.Choice(["jsonrpc", "rest"]),
+    default="jsonrpc",
+    show_default=True,
+    help="The A2A binding: JSON-RPC, or HTTP+JSON (a token for each is for its own URL).",
+)
+_SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+
+
+@main.command()
+@config_option
+@_state_option
+@clean_errors
+def gateway(config_path: Path | None, state: Path | None) -> None:
+    """Run a local gateway on the loopback origin the config trusts, until Ctrl-C."""
+    config = load_config(resolve_config_path(config_path))
+    target = Target.of(config)
+    click.echo(f"local gateway on {target.origin} for {target.endpoint}; Ctrl-C stops it")
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run_gateway(config, state or default_state_folder()))
+
+
+@main.command()
+@click.argument("text", required=False)
+@config_option
+@_state_option
+@click.option("--tenant", required=True, help="The agent to ask (a [tenants.<id>] of the config).")
+@click.option("--file", "source", type=click.File("r"), help="Send this file's text ('-': stdin).")
+@click.option("--task", "task_id", default=None, help="Continue this task (it asked for input).")
+@click.option("--context", "context_id", default=None, help="Continue this conversation.")
+@click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
+@click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
+@click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait.")
+@_binding_option
+@clean_errors
+def send(
+    text: str | None,
+    *,
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    source: TextIO | None,
+    task_id: str | None,
+    context_id: str | None,
+    subject: str,
+    as_json: bool,
+    timeout: float,
+    binding: str,
+) -> None:
+    """Send TEXT to an agent through a local gateway and print its answer."""
+    if text is None:
+        stream: TextIO = source or sys.stdin
+        text = stream.read()
+    if not text or not text.strip():
+        raise click.UsageError("nothing to send: give TEXT, --file or text on stdin")
+    config = load_config(resolve_config_path(config_path))
+    task = asyncio.run(
+        send_text(
+            config,
+            state or default_state_folder(),
+            tenant,
+            text,
+            task_id=task_id,
+            context_id=context_id,
+            subject=subject,
+            timeout=timeout,
+            binding=binding,
+        )
+    )
+    if as_json:
+        click.echo(json.dumps(task, indent=2))
+    else:
+        click.echo(_answer(task))
+    if task["status"]["state"] not in _SUCCEEDED:
+        sys.exit(1)
+
+
+def _answer(task: dict[str, Any]) -> str:
+    """The task for people: its state and ids, the agent's last words, its artifacts."""
+    status = task["status"]
+    lines = [f"{status['state']}  task {task['id']}  context {task['contextId']}"]
+    agent = [m for m in task.get("history", []) if m.get("role") == "ROLE_AGENT"]
+    said = status.get("message") or (agent[-1] if agent else None)
+    if said:
+        lines += [p["text"] for p in said.get("parts", []) if "text" in p]
+        reason = (said.get("metadata") or {}).get("reason")
+        if reason:
+            lines.append(f"(reason: {reason})")
+    for artifact in task.get("artifacts", []):
+        texts = [p["text"] for p in artifact.get("parts", []) if "text" in p]
+        lines.append(f"[{artifact.get('name') or artifact['artifactId']}] " + " ".join(texts))
+    return "\n".join(lines)
+
+
+@main.command()
+@config_option
+@_state_option
+@click.option("--tenant", required=True, help="The agent the token is for.")
+@click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
+@click.option("--lifetime", default=300, show_default=True, help="Seconds the token lasts.")
+@_binding_option
+@clean_errors
+def token(
+    *,
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    subject: str,
+    lifetime: int,
+    binding: str,
+) -> None:
+    """Print a gateway token of the local gateway for any A2A client (the agent checks it
+    against the key set `looping gateway` serves, so keep that running)."""
+    config = load_config(resolve_config_path(config_path))
+    target = Target.of(config)
+    click.echo(
+        mint_token(
+            gateway_key(state or default_state_folder()),
+            jku=target.origin + JWKS_ROUTE,
+            iss=target.origin,
+            aud=target.audience(binding),
+            tenant=tenant,
+            sub=subject,
+            lifetime=lifetime,
+        )
+    )
+
+
+@main.group()
+def tasks() -> None:
+    """A caller's tasks, through a local gateway."""
+
+
+def _tasks_call(
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    method: str,
+    params: dict[str, Any],
+    *,
+    binding: str,
+) -> None:
+    config = load_config(resolve_config_path(config_path))
+    folder = state or default_state_folder()
+    result = asyncio.run(call_agent(config, folder, tenant, method, params, binding=binding))
+    click.echo(json.dumps(result, indent=2))
+
+
+@tasks.command("list")
+@config_option
+@_state_option
+@click.option("--tenant", required=True)
+@click.option("--context", "context_id", default=None, help="Only this conversation's tasks.")
+@_binding_option
+@clean_errors
+def tasks_list(
+    config_path: Path | None,
+    state: Path | None,
+    tenant: str,
+    context_id: str | None,
+    binding: str,
+) -> None:
+    """The caller's tasks, newest first, as JSON."""
+    params = {"contextId": context_id} if context_id else {}
+    _tasks_call(config_path, state, tenant, "ListTasks", params, binding=binding)
+
+
+@tasks.command("get")
+@click.argument("task_id")
+@config_option
+@_state_option
+@click.option("--tenant", required=True)
+@_binding_option
+@clean_errors
+def tasks_get(
+    task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str
+) -> None:
+    """One task, as JSON."""
+    _tasks_call(config_path, state, tenant, "GetTask", {"id": task_id}, binding=binding)
+
+
+@tasks.command("cancel")
+@click.argument("task_id")
+@config_option
+@_state_option
+@click.option("--tenant", required=True)
+@_binding_option
+@clean_errors
+def tasks_cancel(
+    task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str
+) -> None:
+    """Cancel a task; prints it, canceled."""
+    _tasks_call(config_path, state, tenant, "CancelTask", {"id": task_id}, binding=binding)
