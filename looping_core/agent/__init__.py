@@ -48,7 +48,7 @@ from looping_core.agent._model import (
     respond_with_fallback,
 )
 from looping_core.agent._openai import MissingExtra, OpenAIChatModel, openai_provider
-from looping_core.agent._providers import ModelSetupError, builtin_model_providers, chat_models
+from looping_core.agent._providers import ModelSetupError
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
@@ -59,7 +59,6 @@ from looping_core.agent._seam import (
     TurnInput,
     TurnOutcome,
     TurnResult,
-    load_agent_class,
 )
 
 __all__ = [
@@ -95,11 +94,8 @@ __all__ = [
     "TurnInput",
     "TurnOutcome",
     "TurnResult",
-    "builtin_model_providers",
-    "chat_models",
     "displaceable",
     "estimate_tokens",
-    "load_agent_class",
     "openai_provider",
     "respond",
     "respond_with_fallback",

@@ -17,7 +17,7 @@ from looping_core.cli._common import (
 )
 from looping_core.cli._main import main
 from looping_core.config import load_config, resolve_config_path
-from looping_core.gateway import (
+from looping_core.gateway.internal import (
     JWKS_ROUTE,
     Target,
     call_agent,

@@ -7,45 +7,28 @@ bypass of the gateway checks; you run a gateway instead).
 - `mint_token`: one gateway token;
 - `gateway_key(folder)`: the gateway's key, made once and kept in a local state folder (a
   key file others can read is refused: `KeyFileExposed`);
-- `LocalServer`: the loopback aiohttp server it (and the test harness's fakes) run on;
-- what the CLI's `gateway`, `send` and `tasks` do: `run_gateway`, `send_text`, `call_agent`.
+- `AgentRefused`, `GatewayError`: what a call through it can fail with.
+
+The loopback server it runs on and what the CLI's `gateway`, `send` and `tasks` do are for
+looping-core's own CLI and harness: `looping_core.gateway.internal`.
 """
 
-from looping_core.gateway._client import (
+from looping_core.gateway.internal import (
     AgentRefused,
     GatewayError,
-    Target,
-    call_agent,
-    run_gateway,
-    send_text,
-)
-from looping_core.gateway._gateway import (
-    JWKS_ROUTE,
-    SETTLED_STATES,
+    KeyFileExposed,
     LocalGateway,
     ReceivedPush,
-    user_message,
+    gateway_key,
+    mint_token,
 )
-from looping_core.gateway._local import LocalServer, Startable
-from looping_core.gateway._state import KeyFileExposed, default_state_folder, gateway_key
-from looping_core.gateway._tokens import mint_token
 
 __all__ = [
-    "JWKS_ROUTE",
-    "SETTLED_STATES",
     "AgentRefused",
     "GatewayError",
     "KeyFileExposed",
     "LocalGateway",
-    "LocalServer",
     "ReceivedPush",
-    "Startable",
-    "Target",
-    "call_agent",
-    "default_state_folder",
     "gateway_key",
     "mint_token",
-    "run_gateway",
-    "send_text",
-    "user_message",
 ]

@@ -26,7 +26,7 @@ from looping_core.agent import (
     respond,
 )
 from looping_core.errors import LoopingError
-from looping_core.gateway import LocalServer
+from looping_core.gateway.internal import LocalServer
 from looping_core.modelserver._chat_api import (
     BadRequest,
     ChunkWriter,

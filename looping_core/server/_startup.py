@@ -23,10 +23,8 @@ from looping_core.agent import (
     AgentLoadError,
     ChatModel,
     ModelSetupError,
-    builtin_model_providers,
-    chat_models,
-    load_agent_class,
 )
+from looping_core.agent.internal import builtin_model_providers, chat_models, load_agent_class
 from looping_core.config import Config
 from looping_core.contract import ModelProvider
 from looping_core.errors import LoopingError, ProblemsError, problem_list

@@ -25,7 +25,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ChatModel
 from looping_core.config import Config, parse_config
-from looping_core.gateway import SETTLED_STATES, Startable
+from looping_core.gateway.internal import SETTLED_STATES, Startable
 from looping_core.server.internal import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from looping_core.agent import ModelError, ModelEvent, ModelRequest, StreamEnd
 from looping_core.content import TextChunk, Usage
-from looping_core.gateway import LocalServer
+from looping_core.gateway.internal import LocalServer
 from looping_core.modelserver import FunctionModel, ModelReply, ToolCall, reply_events
 
 __all__ = ["FakeModelServer", "Reply", "ScriptedModel"]

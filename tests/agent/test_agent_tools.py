@@ -18,8 +18,8 @@ from looping_core.agent import (
     LoopingAgent,
     ModelRequest,
     TurnInput,
-    load_agent_class,
 )
+from looping_core.agent.internal import load_agent_class
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
 from looping_core.contract import Identity, PluginInfo, Tool, ToolContext, ToolFamily
 from looping_core.plugins import PluginHost
