@@ -77,6 +77,8 @@ them (a poison turn), and it must not take down every worker in turn."""
 SHUTDOWN_GRACE_SECONDS = 2.0
 """A stopping worker waits this long for its running jobs, then stops them: their turns run
 again elsewhere (per `on_restart`), their pushes are tried again."""
+STOP_PATIENCE_SECONDS = 3.0
+"""How much longer than the grace a stopping worker is waited for before shutdown goes on."""
 _RETRY_FIRST, _RETRY_MAX = 0.5, 10.0
 """A job worker that stopped is started again after this pause, doubling up to the second."""
 POOL_WAIT_SECONDS = 2.0
@@ -371,8 +373,18 @@ class JobEngine:
         for worker in workers:
             worker.cancel()  # a graceful stop: running jobs get SHUTDOWN_GRACE_SECONDS
         for worker in workers:
-            with contextlib.suppress(asyncio.CancelledError):
-                await worker
+            # Bounded: a worker whose store went away mid-stop may never return (its listener
+            # stuck on a dead connection), and a shutdown must not hang on it.
+            try:
+                async with asyncio.timeout(SHUTDOWN_GRACE_SECONDS + STOP_PATIENCE_SECONDS):
+                    await worker
+            except asyncio.CancelledError:
+                pass
+            except TimeoutError:
+                _log.warning(
+                    "a job worker did not stop within %g s; shutting down without it",
+                    SHUTDOWN_GRACE_SECONDS + STOP_PATIENCE_SECONDS,
+                )
 
     async def abort_turn(self, task_id: str) -> None:
         """Stop the turn of `task_id` wherever it runs (its task was canceled)."""

@@ -10,50 +10,21 @@ import asyncio
 import os
 import re
 import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from support.served import serve, start_worker, wait_for, write_config
+from support.engine import Processes, engine_config, rows
+from support.served import serve, start_worker, wait_for
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 KEY = ed25519_private_jwk("agent-key-1")
-ENGINE = """
-[runner]
-on_restart = "resume"
-serve_runs_jobs = {runs}
-heartbeat_seconds = 0.5
-stalled_after_seconds = 2
-sweep_seconds = 1
-"""
-
-
-class Processes:
-    def __init__(self) -> None:
-        self.running: list[subprocess.Popen[bytes]] = []
-
-    def add(self, process: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
-        self.running.append(process)
-        return process
-
-    def stop(self) -> None:
-        for process in self.running:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in self.running:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=30)
 
 
 @pytest.fixture
@@ -61,24 +32,6 @@ def processes() -> Iterator[Processes]:
     running = Processes()
     yield running
     running.stop()
-
-
-def engine_config(
-    tmp_path: Path, name: str, port: int, gateway: FakeGateway, store: str, *, runs: bool
-) -> Path:
-    """A config whose [runner] section is the job engine's (it replaces the default one)."""
-    path = write_config(tmp_path / f"{name}.toml", port, gateway, store_url=store)
-    text = path.read_text()
-    text = re.sub(
-        r"\[runner\]\n(?:[^\[\n][^\n]*\n)*", ENGINE.format(runs=str(runs).lower())[1:], text
-    )
-    path.write_text(text)
-    return path
-
-
-def rows(store: str, query: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(store) as connection:
-        return connection.execute(query).fetchall()  # type: ignore[arg-type]
 
 
 async def test_an_edge_and_two_workers_run_every_turn_once_and_push_it_once(

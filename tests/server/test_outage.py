@@ -19,13 +19,13 @@ import aiohttp
 import psycopg
 import pytest
 from aiohttp.test_utils import unused_port
-from test_jobs import Processes, engine_config, rows
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support import agents as test_agents
 from support.bindings import BINDINGS, Binding, message
+from support.engine import Processes, engine_config, rows
 from support.pg_server import PostgresServer
 from support.served import serve, start_worker
 from support.serving import serving
