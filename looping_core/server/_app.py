@@ -37,7 +37,7 @@ from looping_core.server._requests import request_ids
 from looping_core.server._rest import handle_rest
 from looping_core.server._runtime import open_runtime
 from looping_core.server._services import SERVICES, Services
-from looping_core.server._startup import Startup, assemble, node_of
+from looping_core.server._startup import Startup, assemble
 from looping_core.server._streams import EventHub
 from looping_core.store.internal import (
     Database,
@@ -117,7 +117,7 @@ def _services(
     async def context(app: web.Application) -> AsyncIterator[None]:
         database = Database.from_url(startup.store_url)
         try:
-            node = node_of(config, startup.environ)
+            node = startup.node
             try:
                 if worker is None:
                     stores = _plugin_stores(startup.plugins)
@@ -169,7 +169,7 @@ def prepare_store(startup: Startup, workers: int) -> None:
     left by slots beyond `workers` to live ones."""
     database = Database.from_url(startup.store_url)
     engine = startup.uses_job_engine
-    node = node_of(startup.config, startup.environ)
+    node = startup.node
     try:
         stores = _plugin_stores(startup.plugins)
         database.run_sync(_prepare, database, stores, node, workers, engine)

@@ -71,6 +71,11 @@ class Startup:
         return push_signer(self.config, self.signing_key)
 
     @property
+    def node(self) -> str:
+        """Who owns the turns this process runs, in the store (`node_of`)."""
+        return node_of(self.config, self.environ)
+
+    @property
     def uses_job_engine(self) -> bool:
         return self.config.uses_job_engine(self.environ)
 

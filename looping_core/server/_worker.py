@@ -21,7 +21,7 @@ from looping_core.config import Config
 from looping_core.plugins import PluginHost
 from looping_core.server._runtime import open_runtime
 from looping_core.server._serving import ServeError, event_loop_factory
-from looping_core.server._startup import Startup, assemble, node_of
+from looping_core.server._startup import Startup, assemble
 from looping_core.store.internal import Database, bind, migration_status, raise_one_line
 
 __all__ = ["run_worker"]
@@ -67,7 +67,7 @@ async def _work(startup: Startup, queues: Sequence[str] | None) -> None:
     try:
         await _check_store(database)
         async with open_runtime(
-            startup, database, node=node_of(config, startup.environ), worker=0, run_jobs=True,
+            startup, database, node=startup.node, worker=0, run_jobs=True,
             queues=queues,
         ) as runtime:  # fmt: skip
             assert runtime.jobs is not None
