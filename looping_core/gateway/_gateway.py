@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -45,6 +45,22 @@ class ReceivedPush:
     @property
     def json(self) -> Any:
         return json.loads(self.body)
+
+    @property
+    def task_id(self) -> str | None:
+        """The task the push is about (a task, a status or an artifact update), if its body
+        names one."""
+        try:
+            body = self.json
+        except ValueError:
+            return None
+        if not isinstance(body, dict):
+            return None
+        for kind, key in (("task", "id"), ("statusUpdate", "taskId"), ("artifactUpdate", "taskId")):
+            event = body.get(kind)
+            if isinstance(event, dict) and isinstance(event.get(key), str):
+                return str(event[key])
+        return None
 
 
 SETTLED_STATES = frozenset(
@@ -199,6 +215,26 @@ class LocalGateway(LocalServer):
 
         async with asyncio.timeout(timeout), self._push_arrived:
             await self._push_arrived.wait_for(lambda: len(accepted()) >= count)
+        return accepted()
+
+    async def wait_for_pushes_of(
+        self, task_ids: Iterable[str], timeout: float = 10.0
+    ) -> dict[str, list[ReceivedPush]]:
+        """Wait until a push of every task in `task_ids` was accepted (2xx); return each task's
+        accepted pushes in the order they came. Pushes are delivered at least once, so a task
+        may have two (the same `jti`): counting pushes is not counting tasks."""
+        wanted = set(task_ids)
+
+        def accepted() -> dict[str, list[ReceivedPush]]:
+            found: dict[str, list[ReceivedPush]] = {}
+            for push in self.pushes:
+                task_id = push.task_id
+                if 200 <= push.status < 300 and task_id in wanted:
+                    found.setdefault(task_id, []).append(push)
+            return found
+
+        async with asyncio.timeout(timeout), self._push_arrived:
+            await self._push_arrived.wait_for(lambda: len(accepted()) == len(wanted))
         return accepted()
 
     def _push_status(self) -> int:

@@ -45,18 +45,21 @@ async def agent_jwks() -> AsyncIterator[tuple[PushSigner, str]]:
         await runner.cleanup()
 
 
-async def push(gateway: LocalGateway, signer: PushSigner | None, jti: str) -> int:
+async def push(
+    gateway: LocalGateway, signer: PushSigner | None, jti: str, task_id: str = "t1"
+) -> int:
     url = gateway.push_url()
+    body = json.dumps({"task": {"id": task_id}}, separators=(",", ":")).encode()
     headers = {
         "Authorization": f"Bearer {gateway.push_credentials}",
         TOKEN_HEADER: gateway.push_token,
         "Content-Type": "application/json",
     }
     if signer is not None:
-        headers[SIGNATURE_HEADER] = signer.sign(url=url, task_id="t1", jti=jti, body=BODY)
+        headers[SIGNATURE_HEADER] = signer.sign(url=url, task_id=task_id, jti=jti, body=body)
     async with (
         aiohttp.ClientSession() as session,
-        session.post(url, data=BODY, headers=headers) as response,
+        session.post(url, data=body, headers=headers) as response,
     ):
         return response.status
 
@@ -85,6 +88,30 @@ async def test_only_the_latest_pushes_are_kept(agent_jwks: tuple[PushSigner, str
     assert [p.claims["jti"] for p in gateway.pushes if p.claims] == [
         f"n-{index}" for index in range(15, 25)
     ]
+
+
+async def test_waiting_for_the_pushes_of_tasks_counts_tasks_not_deliveries(
+    agent_jwks: tuple[PushSigner, str],
+) -> None:
+    """Pushes are at least once: two deliveries of t1's push are not a push of t2, and a
+    refused push of t2 is not one either."""
+    signer, jwks_url = agent_jwks
+    async with LocalGateway(ed25519_private_jwk("gw"), agent_jwks_url=jwks_url) as gateway:
+        assert await push(gateway, signer, "once", "t1") == 200
+        assert await push(gateway, signer, "once", "t1") == 200  # delivered again
+        assert await push(gateway, None, "unsigned", "t2") == 401
+        assert len(await gateway.wait_for_pushes(2, timeout=1)) == 2  # counts deliveries
+        with pytest.raises(TimeoutError):
+            await gateway.wait_for_pushes_of(["t1", "t2"], timeout=0.5)
+        assert await push(gateway, signer, "second", "t2") == 200
+        by_task = await gateway.wait_for_pushes_of(["t1", "t2"], timeout=5)
+    assert {
+        task: [p.claims["jti"] for p in pushes if p.claims] for task, pushes in by_task.items()
+    } == {
+        "t1": ["once", "once"],
+        "t2": ["second"],
+    }
+    assert [p.task_id for p in gateway.pushes] == ["t1", "t1", None, "t2"]  # a refused body is gone
 
 
 def test_a_gateway_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
