@@ -16,7 +16,10 @@ import pytest
 
 from support.pg_server import PostgresServer
 
-pytest_plugins = ["support.fixtures"]  # the edge fixtures: gateways, a running agent
+pytest_plugins = [
+    "support.fixtures",  # the edge fixtures: gateways, a running agent
+    "support.watchdog",  # a hung test fails with every stack instead of holding CI
+]
 PLUGIN_DISTS = Path(__file__).parent / "plugin_dists"
 
 
