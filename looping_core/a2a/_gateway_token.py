@@ -30,8 +30,10 @@ from looping_core.contract import Identity
 from looping_core.errors import CheckFailed
 
 __all__ = [
+    "GatewayToken",
     "TokenPolicy",
     "TokenRejected",
+    "check_gateway_token",
     "normalize_origins",
     "origin_of",
     "verify_gateway_token",
@@ -60,6 +62,14 @@ class TokenPolicy:
     """The longest `exp - iat` accepted: a token that lasts for years is a stolen key's gift."""
 
 
+@attrs.frozen
+class GatewayToken:
+    """A verified gateway token: who calls, and until when (`exp`) the token holds."""
+
+    identity: Identity
+    expires: float
+
+
 async def verify_gateway_token(
     token: str,
     *,
@@ -69,6 +79,20 @@ async def verify_gateway_token(
     now: float | None = None,
 ) -> Identity:
     """Verify `token` for a request to `tenant`; raise `TokenRejected` naming the check."""
+    verified = await check_gateway_token(token, tenant=tenant, policy=policy, jwks=jwks, now=now)
+    return verified.identity
+
+
+async def check_gateway_token(
+    token: str,
+    *,
+    tenant: str | None,
+    policy: TokenPolicy,
+    jwks: JwksCache,
+    now: float | None = None,
+) -> GatewayToken:
+    """`verify_gateway_token`, parsing the token once. `tenant` `None`: the request names none,
+    so every check but the tenant's is made, against the tenant the token claims."""
     try:
         header, claims = read_unverified(token)
     except ValueError as exc:
@@ -99,11 +123,19 @@ async def verify_gateway_token(
     except JwksError as exc:
         raise TokenRejected(exc.check, exc.reason) from None
     try:
+        # The claims checked from here on are the verified payload's, not the parse above.
         verified = json.loads(verify_compact(token, key))
     except (JoseError, ValueError):
         raise TokenRejected("bad-signature", "the signature does not verify") from None
+    if not isinstance(verified, dict):
+        raise TokenRejected("claims-invalid", "the payload is not a JSON object")
 
-    return _check_claims(verified, tenant, policy, time.time() if now is None else now)
+    if tenant is None:
+        claimed = verified.get("tenant")
+        tenant = claimed if isinstance(claimed, str) else ""
+    moment = time.time() if now is None else now
+    identity = _check_claims(verified, tenant, policy, moment)
+    return GatewayToken(identity=identity, expires=float(verified["exp"]))
 
 
 def _check_claims(claims: dict[str, Any], tenant: str, policy: TokenPolicy, now: float) -> Identity:

@@ -2,35 +2,44 @@
 
 Only EdDSA over Ed25519 is accepted: `EdDSA` (RFC 8037) and its RFC 9864 name `Ed25519`. We sign
 with `EdDSA` because the official A2A SDK's verifier (PyJWT) knows only that name; joserfc warns
-that RFC 9864 deprecates it, and that warning is silenced here and nowhere else.
+at every use that RFC 9864 deprecates it. This module's own registry knows `EdDSA` without that
+warning (nothing else is changed), so no warning filter is set up per call on the hot path.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import warnings
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from joserfc import jws
-from joserfc.errors import JoseError, SecurityWarning
+from joserfc.errors import JoseError
+from joserfc.jwa import EdDSAAlgorithm, JWSAlgModel
 from joserfc.jwk import OKPKey
 from joserfc.jws import JWSRegistry
 
 ALGORITHMS = ("EdDSA", "Ed25519")
 SIGNING_ALGORITHM = "EdDSA"
 
+
+class _EdDSA(EdDSAAlgorithm):
+    """joserfc's EdDSA, without its deprecation warning (we keep the name on purpose)."""
+
+    security_warning = ""  # falsy: joserfc warns only when it is set
+
+
+class _Registry(JWSRegistry):
+    """The two EdDSA names and nothing else: no other algorithm is even known here."""
+
+    algorithms: dict[str, JWSAlgModel] = {  # noqa: RUF012 (joserfc's own class attribute)
+        "EdDSA": _EdDSA(),
+        "Ed25519": JWSRegistry.algorithms["Ed25519"],
+    }
+
+
 # Not strict about header names: gateways may add their own; `crit` is still enforced.
-_REGISTRY = JWSRegistry(algorithms=list(ALGORITHMS), strict_check_header=False)
-
-
-@contextmanager
-def _eddsa_name_accepted() -> Iterator[None]:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="EdDSA is deprecated", category=SecurityWarning)
-        yield
+_REGISTRY = _Registry(algorithms=list(ALGORITHMS), strict_check_header=False)
 
 
 def sign_compact(
@@ -40,18 +49,12 @@ def sign_compact(
     if algorithm not in ALGORITHMS:
         raise ValueError(f"only {' or '.join(ALGORITHMS)} may sign here, not {algorithm!r}")
     header = {**protected, "alg": algorithm}
-    with _eddsa_name_accepted():
-        return jws.serialize_compact(
-            header, payload, key, algorithms=[algorithm], registry=_REGISTRY
-        )
+    return jws.serialize_compact(header, payload, key, algorithms=[algorithm], registry=_REGISTRY)
 
 
 def verify_compact(token: str, key: OKPKey) -> bytes:
     """The payload of `token` if its EdDSA signature verifies with `key`; else `JoseError`."""
-    with _eddsa_name_accepted():
-        return jws.deserialize_compact(
-            token, key, algorithms=list(ALGORITHMS), registry=_REGISTRY
-        ).payload
+    return jws.deserialize_compact(token, key, algorithms=ALGORITHMS, registry=_REGISTRY).payload
 
 
 def b64url(data: bytes) -> str:

@@ -21,14 +21,14 @@ from looping_core.a2a._errors import (
     rest_error,
     spec_of,
 )
-from looping_core.a2a._gateway_token import origin_of
+from looping_core.a2a._gateway_token import GatewayToken, check_gateway_token, origin_of
 from looping_core.a2a._grammar import (
     id_problem,
     printable,
     push_target_problems,
     undeliverable_reason,
 )
-from looping_core.a2a._jose import SIGNING_ALGORITHM, read_unverified, sign_compact
+from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
 from looping_core.a2a._jsonrpc import (
     EnvelopeError,
     Method,
@@ -66,6 +66,7 @@ __all__ = [
     "ContentTypeNotSupported",
     "DeleteTaskPushNotificationConfigRequest",
     "EnvelopeError",
+    "GatewayToken",
     "GetExtendedAgentCardRequest",
     "GetTaskPushNotificationConfigRequest",
     "GetTaskRequest",
@@ -93,6 +94,7 @@ __all__ = [
     "VersionNotSupported",
     "build_stub_card",
     "build_tenant_card",
+    "check_gateway_token",
     "error_object",
     "id_problem",
     "jwks_document",
@@ -105,7 +107,6 @@ __all__ = [
     "parse_params",
     "printable",
     "push_target_problems",
-    "read_unverified",
     "response",
     "rest_error",
     "sign_card",

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from looping_core import _metrics, _tracing
 from looping_core._logs import bind
-from looping_core.a2a import RpcError, TokenPolicy, TokenRejected, verify_gateway_token
+from looping_core.a2a import RpcError, TokenPolicy, TokenRejected
 from looping_core.a2a.internal import (
     EnvelopeError,
     InvalidParams,
@@ -31,12 +31,12 @@ from looping_core.a2a.internal import (
     Unauthenticated,
     UnsupportedMediaType,
     VersionNotSupported,
+    check_gateway_token,
     error_object,
     id_problem,
     method_not_found,
     parse_envelope,
     parse_params,
-    read_unverified,
     response,
     spec_of,
 )
@@ -204,11 +204,8 @@ async def authenticate(
     try:
         # A refusal leaves the span as its exception: the check's name and reason, no token.
         with _tracing.span("verify gateway token"):
-            identity = await verify_gateway_token(
-                token.strip(),
-                tenant=tenant if tenant is not None else _claimed_tenant(token.strip()),
-                policy=policy,
-                jwks=services.jwks,
+            verified = await check_gateway_token(
+                token.strip(), tenant=tenant, policy=policy, jwks=services.jwks
             )
     except TokenRejected as exc:
         _metrics.TOKEN_REFUSALS.inc(check=exc.check)
@@ -219,21 +216,10 @@ async def authenticate(
         raise Unauthenticated(
             f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
         ) from None
+    identity = verified.identity
     bind(tenant=identity.tenant, subject=identity.subject)  # this request's log lines say so
-    expires = read_unverified(token.strip())[1].get("exp")  # verified just now
-    if isinstance(expires, int | float) and not isinstance(expires, bool):
-        request[TOKEN_EXPIRES] = float(expires) + policy.leeway_seconds
+    request[TOKEN_EXPIRES] = verified.expires + policy.leeway_seconds
     return identity
-
-
-def _claimed_tenant(token: str) -> str:
-    """The tenant a token claims, unverified (the verification that follows checks it)."""
-    try:
-        _, claims = read_unverified(token)
-    except ValueError:
-        return ""  # malformed: the verification names it
-    tenant = claims.get("tenant")
-    return tenant if isinstance(tenant, str) else ""
 
 
 def _json_response(document: Mapping[str, Any], status: int = 200, **headers: str) -> web.Response:
