@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -184,23 +186,77 @@ async def run_levels(
     levels: list[int],
     seconds: int,
     mint: Callable[[int], Path | None],
+    statements: Path | None = None,
 ) -> dict[int, float]:
     await load(request, 8, WARM_UP_SECONDS, mint(WARM_UP_SECONDS))
     results = {}
     for concurrency in levels:
         tokens = mint(seconds)
         cpu_before = cpu_seconds(server.pid)
+        counted_before = await statement_counts(server.pid, statements)
         result = await load(request, concurrency, seconds, tokens)
         cpu_ms = (cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1000
         results[concurrency] = result.rps
         reused = f"   TOKENS REUSED: {result.tokens_reused}" if result.tokens_reused else ""
+        counted = ""
+        if statements is not None:
+            settled = await settled_counts(server.pid, statements)
+            per_request = {
+                kind: (settled[kind] - counted_before.get(kind, 0)) / max(1, result.requests)
+                for kind in settled
+            }
+            total = sum(per_request.values())
+            kinds = " ".join(f"{k} {v:.1f}" for k, v in sorted(per_request.items()) if v >= 0.05)
+            counted = f"   SQL {total:4.1f}/req ({kinds})"
         print(
             f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
             f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
-            f"   failed: {result.failed}{reused}",
+            f"   failed: {result.failed}{reused}{counted}",
             flush=True,
         )
     return results
+
+
+def server_pids(pid: int) -> list[int]:
+    """The server process and its workers."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return [pid]
+    return [pid, *(int(child) for child in children)]
+
+
+async def statement_counts(pid: int, statements: Path | None) -> dict[str, int]:
+    """The statements the server's processes ran so far, by kind (bench/counted_serve.py)."""
+    if statements is None:
+        return {}
+    for stale in statements.parent.glob(f"{statements.name}.*"):
+        stale.unlink()
+    pids = server_pids(pid)
+    for each in pids:
+        os.kill(each, signal.SIGUSR1)
+    files = [statements.with_name(f"{statements.name}.{each}") for each in pids]
+    for _ in range(200):
+        if all(file.exists() for file in files):
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # the writes are small: done by now
+    total: collections.Counter[str] = collections.Counter()
+    for file in files:
+        with contextlib.suppress(OSError, ValueError):
+            total.update(json.loads(file.read_text()))
+    return dict(total)
+
+
+async def settled_counts(pid: int, statements: Path) -> dict[str, int]:
+    """The counts once the turns of the level ran (their ends are statements of theirs too)."""
+    previous: dict[str, int] = {}
+    while True:
+        await asyncio.sleep(0.3)
+        counts = await statement_counts(pid, statements)
+        if counts == previous:
+            return counts
+        previous = counts
 
 
 async def bench_looping(
@@ -239,8 +295,12 @@ async def _bench_looping(
         + (f"\n[observability]\nmetrics_port = {unused_port()}\n" if args.metrics else "")
     )  # fmt: skip
     environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
+    counts = folder / "statements" if args.store == "sqlite" else None
+    command = [str(Path(sys.executable).with_name("looping"))]
+    if counts is not None:
+        command = [sys.executable, str(HERE / "counted_serve.py"), str(counts)]
     server = subprocess.Popen(
-        [str(Path(sys.executable).with_name("looping")), "serve", "--config", str(config)],
+        [*command, "serve", "--config", str(config)],
         env=environment,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -263,8 +323,9 @@ async def _bench_looping(
         request = Request(endpoint, "words", gateway.push_config() if args.push else None)
         label = f"looping-core ({plural(workers)})"
         return await run_levels(
-            label, server, request, load, levels=args.levels, seconds=args.seconds, mint=mint
-        )
+            label, server, request, load,
+            levels=args.levels, seconds=args.seconds, mint=mint, statements=counts,
+        )  # fmt: skip
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -126,14 +126,14 @@ _T = TypeVar("_T")
 
 class StoreAccess(Protocol):
     """The store, for a plugin's own tables (see `PluginStore`): every call runs on the store's
-    own thread, where all of core's database work runs, so a tool's writes take part in the
-    store's group commit and its writer lock and never meet "database is locked"."""
+    own thread, where all of core's database work runs, so a tool's writes wait their turn at the
+    store's writer lock and never meet "database is locked"."""
 
     async def run(self, fn: Callable[[peewee.Database], _T]) -> _T:
         """Run `fn(db)` on the store's thread in a write transaction and await its result. `fn`
-        is synchronous (peewee queries on models bound to `db`); if it raises, its writes are
-        undone and nothing else's. On SQLite `fn` shares a commit with other jobs, so it must
-        not commit or roll back itself."""
+        is synchronous (peewee queries on models bound to `db`) and runs exactly once, in a
+        transaction of its own; if it raises, its writes are undone. It must not commit or roll
+        back itself."""
 
 
 @attrs.frozen

@@ -1,9 +1,10 @@
 """`PluginAccess`: the `StoreAccess` a tool of a plugin that owns tables is given (contract 2).
 
-Each call is a job on the store's thread, like every write of core's own: on SQLite it joins
-the group commit behind the writer lock (a savepoint, so a job that raises undoes only its own
-writes); on PostgreSQL it is a transaction on one of the store's connections. A tool that wrote
-through its own connection or thread instead would race the store's writer for SQLite's lock."""
+Each call is a job on the store's thread, like every write of core's own, behind SQLite's writer
+lock; but in a transaction of its own (`Database.run_once`), never in a shared batch, which may be
+undone and run again: a plugin's code runs exactly once per call. On PostgreSQL it is a
+transaction on one of the store's connections. A tool that wrote through its own connection or
+thread instead would race the store's writer for SQLite's lock."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ class PluginAccess:
     database: Database = attrs.field(repr=False)
 
     async def run(self, fn: Callable[[peewee.Database], _T]) -> _T:
-        return await self.database.run(_written, self.database, fn)
+        return await self.database.run_once(_written, self.database, fn)
 
 
 def _written(database: Database, fn: Callable[[peewee.Database], _T]) -> _T:

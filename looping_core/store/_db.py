@@ -5,11 +5,17 @@ runs `fn` on the store's own thread(s): one for SQLite (a single writer, no lock
 pool for PostgreSQL. Nothing else in the package touches a connection from the loop.
 
 SQLite work is group-committed: the store thread takes every job waiting for it (up to
-`SQLITE_BATCH`) and runs them in one transaction. A job writes inside `Database.write()`, a
-savepoint there, so a job that raises undoes only its own writes. No job's result is handed back
-before the commit, and the loop is woken once per batch rather than once per job: under load a
-commit and a wake-up per job become one per batch; with no load a batch is a single job.
-Server processes sharing the file take turns on a kernel lock beside it (`<file>.lock`).
+`SQLITE_BATCH`) and runs them in one transaction. No job's result is handed back before the
+commit, and the loop is woken once per batch rather than once per job: under load a commit and a
+wake-up per job become one per batch; with no load a batch is a single job. Server processes
+sharing the file take turns on a kernel lock beside it (`<file>.lock`).
+
+A job's own transaction (`Database.write()`) is the batch's: no savepoint per job. A job that
+raises has its batch undone, and the batch runs again without it, so a job may run more than
+once: `run` takes only jobs whose sole effects are their statements (core's). A job whose code
+must run once (a plugin's, `run_once`) runs in a transaction of its own. A job that catches an
+error from inside its own `write()` and goes on runs again behind a real savepoint, so what the
+error left half-written is undone, as it was before.
 """
 
 from __future__ import annotations
@@ -203,6 +209,10 @@ class _Job:
     """The loop awaiting `future`; `None` for a synchronous caller."""
     alone: bool = False
     """Run outside any batch transaction (migrations, plugin DDL, CLI work)."""
+    once: bool = False
+    """Its code must not run twice: a transaction of its own, not a shared batch."""
+    guarded: bool = False
+    """Its own `write()` is a real savepoint (it caught an error from inside one)."""
     context: contextvars.Context | None = None
     """The caller's context (its span, its log fields), which `fn` runs in."""
 
@@ -214,6 +224,26 @@ class _Job:
 
 _Outcome = tuple[_Job, Any, BaseException | None]
 _CONNECTION_ERRORS = (peewee.OperationalError, peewee.InterfaceError)
+
+
+class _Undo(Exception):
+    """Undo the batch and run it again: without `job` (it raised `error`), or, with no error,
+    with `job` behind a savepoint (it caught an error from inside its own `write()`)."""
+
+    def __init__(self, job: _Job, error: BaseException | None) -> None:
+        super().__init__()
+        self.job = job
+        self.error = error
+
+
+class _JobState(threading.local):
+    """What the store thread knows about the job it runs."""
+
+    def __init__(self) -> None:
+        self.bare = False
+        """The job's next `write()` is the batch's transaction (its first, outermost one)."""
+        self.escaped: BaseException | None = None
+        """The error that left that bare `write()`: what it wrote half may still be there."""
 
 
 class Database:
@@ -234,6 +264,7 @@ class Database:
         self._generation = 0
         """Counts connection failures seen by any thread: each thread reconnects when it moves."""
         self._outage = _Outage()
+        self._job = _JobState()
         self._threads = [
             threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
             for index in range(1 if sqlite else POSTGRES_THREADS)
@@ -251,24 +282,38 @@ class Database:
         return self._outage.since is None
 
     async def run(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """Run `fn(*args)` on the store's thread, in a transaction, and await the result."""
-        return await self._await(fn, args, alone=False)
+        """Run `fn(*args)` on the store's thread, in a transaction, and await the result.
+
+        `fn` may run more than once (its batch undone and run again when another job of it
+        fails), so its only effects must be its statements; otherwise use `run_once`."""
+        return await self._await(fn, args)
+
+    async def run_once(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`run` for code that must run exactly once: in a transaction of its own."""
+        return await self._await(fn, args, once=True)
 
     async def run_alone(self, fn: Callable[..., _T], *args: Any) -> _T:
         """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL."""
         return await self._await(fn, args, alone=True)
 
-    async def _await(self, fn: Callable[..., _T], args: tuple[Any, ...], *, alone: bool) -> _T:
+    async def _await(
+        self,
+        fn: Callable[..., _T],
+        args: tuple[Any, ...],
+        *,
+        alone: bool = False,
+        once: bool = False,
+    ) -> _T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
         if not _tracing.recording():  # the hot path: no span, no name, no context to hold
-            self._queue(_Job(fn, args, future, loop, alone=alone))
+            self._queue(_Job(fn, args, future, loop, alone=alone, once=once))
             return await future
         with _tracing.span("store", looping__store__job=_job_name(fn)):
             # The job runs in this context (its span; a push it queues keeps the trace). Only
             # when tracing records: holding every caller's context costs p99 a few ms.
             context = contextvars.copy_context()
-            self._queue(_Job(fn, args, future, loop, alone=alone, context=context))
+            self._queue(_Job(fn, args, future, loop, alone=alone, once=once, context=context))
             return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -286,14 +331,26 @@ class Database:
         return self.peewee.execute_sql(statement, tuple(params))  # type: ignore[no-untyped-call]
 
     def write(self) -> Any:
-        """A write transaction (nested: a savepoint).
+        """A write transaction (nested: a savepoint). A job's outermost one is its batch's
+        transaction (see the module's docstring).
 
         SQLite's is `BEGIN IMMEDIATE`: it takes the write lock up front, waiting its turn behind
         another server process, instead of failing at its first write after reading.
         """
+        if self._job.bare:
+            self._job.bare = False
+            return self._bare_write()
         if isinstance(self.peewee, peewee.SqliteDatabase):
             return self.peewee.atomic("IMMEDIATE")
         return self.peewee.atomic()
+
+    @contextlib.contextmanager
+    def _bare_write(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self._job.escaped = exc  # if the job goes on, it is run again behind a savepoint
+            raise
 
     def close(self) -> None:
         """Finish the queued work, then close every connection and stop the threads."""
@@ -330,12 +387,12 @@ class Database:
                 self._drop_connection()
                 generation = self._generation
             batch = [job]
-            while not job.alone and len(batch) < self._batch:
+            while not (job.alone or job.once) and len(batch) < self._batch:
                 try:
                     waiting = self._jobs.get_nowait()
                 except queue.Empty:
                     break
-                if waiting is None or waiting.alone:
+                if waiting is None or waiting.alone or waiting.once:
                     pending.append(waiting)
                     break
                 batch.append(waiting)
@@ -358,21 +415,47 @@ class Database:
             return [(job, None, exc)]
 
     def _run_batch(self, batch: list[_Job]) -> list[_Outcome]:
-        outcomes: list[_Outcome] = []
-        started = time.perf_counter()
+        """Run `batch` in one transaction; a job that fails has the batch undone and run again
+        without it (each failure drops one job, so this ends)."""
+        failed: list[_Outcome] = []
+        while batch:
+            started = time.perf_counter()
+            try:
+                self.peewee.connect(reuse_if_open=True)
+                with self._writer_turn(), self.write():
+                    outcomes = [(job, self._call(job), None) for job in batch]
+            except _Undo as undo:  # the transaction was rolled back
+                if undo.error is None:
+                    undo.job.guarded = True
+                    continue
+                failed.append((undo.job, None, undo.error))
+                batch = [job for job in batch if job is not undo.job]
+                if transient(undo.error):  # the store is out of reach: the others would fail too
+                    return failed + [(job, None, undo.error) for job in batch]
+                continue
+            except BaseException as exc:  # no connection, or the commit failed: nothing is stored
+                return failed + [(job, None, exc) for job in batch]
+            _metrics.STORE_BATCH_JOBS.observe(len(batch))
+            _metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
+            return outcomes + failed
+        return failed
+
+    def _call(self, job: _Job) -> Any:
+        """Run one job of a batch, its outermost `write()` the batch's own (unless `guarded`).
+        A job that went on after an error left that `write()` runs again behind a savepoint."""
+        self._job.bare, self._job.escaped = not job.guarded, None
         try:
-            self.peewee.connect(reuse_if_open=True)
-            with self._writer_turn(), self.write():
-                for job in batch:
-                    try:
-                        outcomes.append((job, job.call(), None))
-                    except BaseException as exc:  # its own `write()` savepoint undid its writes
-                        outcomes.append((job, None, exc))
-        except BaseException as exc:  # no connection, or the commit failed: nothing is stored
-            return [(job, None, exc) for job in batch]
-        _metrics.STORE_BATCH_JOBS.observe(len(batch))
-        _metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        return outcomes
+            result = job.call()
+        except BaseException as exc:
+            escaped = self._job.escaped
+            # Caught, then another error (PostgreSQL refuses every statement after a failed
+            # one): try it behind a savepoint. The same error passing through: it failed.
+            raise _Undo(job, None if escaped not in (None, exc) else exc) from None
+        finally:
+            self._job.bare = False
+        if self._job.escaped is not None:  # it caught the error and went on
+            raise _Undo(job, None)
+        return result
 
     def _drop_connection(self) -> None:
         with contextlib.suppress(peewee.PeeweeException, *_CONNECTION_ERRORS):

@@ -136,24 +136,27 @@ class Events(Outbox):
         if not isinstance(self._db.peewee, peewee.SqliteDatabase):
             return None
 
-        def read() -> tuple[list[TaskEvent], int]:
+        seen = self._data_version
+
+        def read() -> tuple[list[TaskEvent], int, int]:
+            # Only statements here: a job may run twice (store._db), so what it saw is kept
+            # once it is done, below.
             (version,) = self._sql("PRAGMA data_version").fetchone()
             if after is None:
-                self._data_version = version
                 (latest,) = self._sql("SELECT COALESCE(MAX(id), 0) FROM task_events").fetchone()
-                return [], int(latest)
-            if version == self._data_version:
-                return [], after
-            self._data_version = version
+                return [], int(latest), version
+            if version == seen:
+                return [], after, version
             rows = self._sql(
                 "SELECT id, task_id, seq, body, created_ts FROM task_events"
                 " WHERE id > ? ORDER BY id",
                 (after,),
             ).fetchall()
             found = [TaskEvent(task, int(seq), body, at) for _, task, seq, body, at in rows]
-            return found, int(rows[-1][0]) if rows else after
+            return found, int(rows[-1][0]) if rows else after, version
 
-        return await self._db.run(read)
+        found, last, self._data_version = await self._db.run(read)
+        return found, last
 
     def _status_event(
         self, task_id: str, state: TaskState, message: Message | None, stamp: int

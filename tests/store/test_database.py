@@ -1,4 +1,5 @@
-"""The executor-bound store layer: group commit, savepoints, ordering, and the writer lock."""
+"""The executor-bound store layer: group commit (a failing job's batch undone and run again
+without it, no savepoint per job), ordering, and the writer lock."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -54,6 +56,84 @@ async def test_a_failing_job_undoes_only_its_own_writes(database: Database) -> N
         f"job-{n:02}" for n in range(20) if n != 7
     ]
     assert await database.run(owners, database) == [f"job-{n:02}" for n in range(20) if n != 7]
+
+
+async def test_a_batch_runs_its_jobs_without_a_savepoint_each(tmp_path: Path) -> None:
+    """SQLite: twenty writes queued together are one BEGIN and one COMMIT, and no SAVEPOINT."""
+    database = Database.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    statements: list[str] = []
+    try:
+        await database.run_alone(database.execute, ROWS)
+        await database.run_alone(
+            lambda: database.peewee.connection().set_trace_callback(statements.append)
+        )
+        await asyncio.gather(*(database.run(insert, database, f"r{n}") for n in range(20)))
+    finally:
+        database.close()
+    kinds = [statement.split()[0].upper() for statement in statements]
+    assert kinds.count("INSERT") == 20
+    assert "SAVEPOINT" not in kinds
+    assert kinds.count("BEGIN") == kinds.count("COMMIT") <= 2  # one batch, or two at most
+
+
+async def test_a_failing_job_has_its_batch_run_again_without_it(tmp_path: Path) -> None:
+    """The others of its batch ran twice (their first run undone with the batch), so each is
+    stored once; a `run_once` job queued among them ran once, in a transaction of its own."""
+    database = Database.from_url(f"sqlite:///{tmp_path / 'store.db'}")
+    runs: dict[str, int] = {}
+
+    def counted(owner: str, fail: bool = False) -> str:
+        runs[owner] = runs.get(owner, 0) + 1
+        return insert(database, owner, fail)
+
+    try:
+        await database.run_alone(database.execute, ROWS)
+        blocker = threading.Event()
+        held = asyncio.ensure_future(database.run_alone(blocker.wait, 30))
+        await asyncio.sleep(0.05)  # the store thread is busy: the jobs below form one batch
+        jobs = [database.run(counted, f"job-{n}", n == 3) for n in range(6)]
+        jobs.append(database.run_once(counted, "once"))
+        jobs.extend(database.run(counted, f"late-{n}") for n in range(2))
+        blocker.set()
+        results = await asyncio.gather(*jobs, return_exceptions=True)
+        await held
+        stored = await database.run(owners, database)
+    finally:
+        database.close()
+    assert isinstance(results[3], Boom)
+    expected = [f"job-{n}" for n in range(6) if n != 3]
+    assert results[:3] + results[4:6] == expected
+    assert stored == sorted([*expected, "once", "late-0", "late-1"])
+    assert runs["once"] == 1
+    assert runs["job-3"] == 1  # a failure is not tried again
+    assert {runs[owner] for owner in ("job-0", "job-1", "job-2")} == {2}  # undone, run again
+
+
+async def test_a_job_that_goes_on_after_its_write_failed_keeps_only_what_followed(
+    database: Database,
+) -> None:
+    """A job catching an error from inside its own `write()`: what that block wrote is undone
+    (it runs again behind a savepoint), what it wrote after the error is kept, and its
+    batch-mates are stored once, on both stores."""
+
+    def forgiving() -> str:
+        try:
+            with database.write():
+                database.execute("INSERT INTO rows (owner) VALUES (?)", ("half",))
+                database.execute("INSERT INTO rows (owner) VALUES (?)", ("taken",))  # violates
+        except peewee.IntegrityError:
+            pass
+        database.execute("INSERT INTO rows (owner) VALUES (?)", ("after",))
+        return "went on"
+
+    await database.run(insert, database, "taken")
+    results = await asyncio.gather(
+        database.run(insert, database, "before"),
+        database.run(forgiving),
+        database.run(insert, database, "next"),
+    )
+    assert results == ["before", "went on", "next"]
+    assert await database.run(owners, database) == ["after", "before", "next", "taken"]
 
 
 async def test_a_constraint_violation_reaches_its_caller_only(database: Database) -> None:
