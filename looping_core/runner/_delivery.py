@@ -45,6 +45,7 @@ class PushDeliverer:
         self._policy = policy
         self._jitter = jitter
         self._wake = asyncio.Event()
+        self._queued_seen = store.pushes_queued
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
@@ -66,6 +67,13 @@ class PushDeliverer:
     def wake(self) -> None:
         """New items were queued: look now instead of at the next due time."""
         self._wake.set()
+
+    def settled(self) -> None:
+        """A turn settled here: look now if it queued a push (the store counts them), not after
+        every turn: most settle with no push config, and a look is two statements."""
+        if self._store.pushes_queued != self._queued_seen:
+            self._queued_seen = self._store.pushes_queued
+            self._wake.set()
 
     async def _loop(self) -> None:
         while not self._stopping:

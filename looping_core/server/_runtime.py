@@ -111,7 +111,7 @@ async def open_runtime(
             runner = EngineRunner(store, turns, jobs)
             await jobs.open()
         else:
-            runner = LocalRunner(store, turns, on_settled=deliverer.wake)
+            runner = LocalRunner(store, turns, on_settled=deliverer.settled)
             if config.push.progress:
                 store.watch_events(lambda _task_id: deliverer.wake())
         pruning: asyncio.Task[None] | None = None

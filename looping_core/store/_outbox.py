@@ -45,6 +45,10 @@ class PendingPushes:
 class Outbox(StoreBase):
     """Queueing pushes (store thread), and what the deliverer reads and records."""
 
+    pushes_queued = 0
+    """How often this process's jobs queued pushes: a hint that lets the deliverer skip looking
+    after a turn that queued none (a job undone and run again may count twice: a spare look)."""
+
     def _queue_pushes(self, task_id: str, event: StreamResponse | None = None) -> None:
         """Queue a push to each of the task's configs: `event`, or the task as it is now."""
         configs = self._sql(
@@ -52,6 +56,7 @@ class Outbox(StoreBase):
         ).fetchall()
         if not configs:
             return
+        self.pushes_queued += 1
         if event is None:
             event = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
         body = json.dumps(to_wire(event), separators=(",", ":"))

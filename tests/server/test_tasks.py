@@ -717,3 +717,37 @@ async def test_a_blocking_send_on_the_job_engine_waits_for_events_not_a_poll(
     assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert held < len(reads) <= held + 2  # the end's event (and its notice) woke it
     assert set(reads) == {body["result"]["task"]["id"]}
+
+
+async def test_the_deliverer_looks_after_a_turn_only_when_it_queued_a_push(
+    gateway: FakeGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Turns without a push config end without the deliverer reading the outbox (two statements
+    each); a turn with one still has its push delivered at once, not at the next 5 s look."""
+    agent, runner = await start_agent([gateway.origin])
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    store = agent.app[SERVICES].store
+    read_due = store.due_pushes
+    looks: list[int] = []
+
+    async def counted(limit: int = 32) -> Any:
+        looks.append(limit)
+        return await read_due(limit)
+
+    monkeypatch.setattr(store, "due_pushes", counted)
+    try:
+        for n in range(5):
+            status, body = await gateway.send_turn(
+                agent.endpoint, tenant="sdk", text=f"plain {n}", inbox=None,
+                return_immediately=False,
+            )  # fmt: skip
+            assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", body
+        assert looks == []
+        status, body = await gateway.send_turn(agent.endpoint, tenant="sdk", text="pushed")
+        assert status == 200, body
+        [push] = await gateway.wait_for_pushes(1, timeout=3)  # well before the 5 s look
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
+    assert push.json["task"]["id"] == body["result"]["task"]["id"]
+    assert looks  # the push's own turn woke it
