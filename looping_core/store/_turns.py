@@ -328,10 +328,12 @@ class Turns(Events, PushConfigs):
         def begin() -> BegunTurn | None:
             stamp = now_us()
             with self._db.write():
+                # It returns what the snapshot needs too: no read of the row it just wrote.
                 row = self._sql(
                     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
                     " WHERE id = ? AND state = ?"
-                    " RETURNING event_seq, context_id, tenant, issuer, subject, turn_message",
+                    " RETURNING event_seq, tenant, issuer, subject, turn_message,"
+                    " id, context_id, state, status_message, status_ts, metadata",
                     (
                         TaskState.TASK_STATE_WORKING.value,
                         stamp,
@@ -341,13 +343,14 @@ class Turns(Events, PushConfigs):
                 ).fetchone()
                 if row is None:
                     return None
-                seq, context_id, tenant, issuer, subject, turn_message = row
+                seq, tenant, issuer, subject, turn_message, *columns = row
+                head = Head(*columns)
                 status = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
-                update = TaskStatusUpdateEvent(task_id, context_id, status)
+                update = TaskStatusUpdateEvent(task_id, head.context_id, status)
                 self._insert_events(
                     task_id, int(seq), [StreamResponse(status_update=update)], stamp
                 )
-                task = self._snapshot(task_id, None, include_artifacts=False)
+                task = self._snapshot(task_id, None, include_artifacts=False, head=head)
                 caller = Identity(tenant, issuer, subject)
                 return BegunTurn(task, caller, _turn_message(task, turn_message))
 
