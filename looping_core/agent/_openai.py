@@ -140,7 +140,7 @@ class OpenAIChatModel:
         usage = Usage()
         served = self.model
         try:
-            chunks = await self._client.chat.completions.create(**arguments)
+            chunks = await self._client.chat.completions.create(**_prepared(arguments))
             async for chunk in chunks:
                 served = chunk.model or served
                 if chunk.usage is not None:
@@ -189,6 +189,26 @@ def openai_provider() -> ModelProvider:
 
 
 # -- requests -------------------------------------------------------------------------------------
+
+_REQUEST_OPTIONS = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
+"""`create`'s keyword arguments that shape the HTTP request rather than its JSON body."""
+
+
+def _prepared(arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """`create`'s arguments with the body in `extra_body`: the same request on the wire.
+
+    `create` runs every argument through the client's transform (TypedDict-driven aliases and
+    formats), which walks the whole conversation at every call: a third of a turn's CPU. Ours is
+    plain JSON already, so only `model` and `stream` go through it; `messages` is an empty
+    placeholder that `extra_body` replaces, since the client merges `extra_body` over the body it
+    built, its keys winning (`_merge_mappings` in `_base_client`: so from the floor, 1.55.3, to
+    today). Transport, retries, authentication and errors stay the client's own.
+    """
+    body = {key: value for key, value in arguments.items() if key not in _REQUEST_OPTIONS}
+    request = {key: value for key, value in arguments.items() if key in _REQUEST_OPTIONS}
+    body.update(request.pop("extra_body", None) or {})
+    model, stream = body.pop("model"), body.pop("stream")
+    return {"model": model, "messages": [], "stream": stream, "extra_body": body, **request}
 
 
 def chat_messages(request: ModelRequest) -> list[dict[str, Any]]:

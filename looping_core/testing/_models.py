@@ -121,8 +121,8 @@ class Reply:
 
 class FakeModelServer(LocalServer):
     """An OpenAI-compatible Chat Completions endpoint on 127.0.0.1 (`base_url`), answering each
-    request with the next `Reply` of `replies`. Received bodies are kept in `requests`. `port`:
-    a fixed one (a config that names it), else a free one."""
+    request with the next `Reply` of `replies`. Received bodies are kept in `requests`, their
+    headers in `headers`. `port`: a fixed one (a config that names it), else a free one."""
 
     def __init__(
         self, replies: Iterable[Reply] = (), *, model: str = "fake-model", port: int = 0
@@ -130,6 +130,8 @@ class FakeModelServer(LocalServer):
         self.replies = list(replies)
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[Mapping[str, str]] = []
+        """Each request's headers (names in any case)."""
         super().__init__(port)
 
     @property
@@ -141,6 +143,7 @@ class FakeModelServer(LocalServer):
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
         self.requests.append(await request.json())
+        self.headers.append(request.headers.copy())
         if not self.replies:
             raise web.HTTPInternalServerError(text="no reply scripted")
         reply = self.replies.pop(0)

@@ -202,6 +202,55 @@ async def test_a_conversation_is_sent_in_chat_completions_form(
     ]
 
 
+async def test_the_request_body_is_exactly_what_the_model_is_asked(
+    server: FakeModelServer, model_on: Callable[..., OpenAIChatModel]
+) -> None:
+    """The body is built from plain JSON (not through the client's per-call transform): every
+    key, and nothing more; the key and extra headers still go the client's way."""
+    server.replies.append(Reply.text("ok"))
+    model = model_on(
+        server,
+        api_key="sk-test",
+        options={"temperature": 0.2, "extra_body": {"top_k": 5}, "extra_headers": {"X-Run": "7"}},
+    )
+    request = ModelRequest(
+        (UserMessage([TextBlock("add milk")]),),
+        system="Be brief.",
+        tools=(ToolSpec("notes.add", "Add a note.", {"type": "object", "properties": {}}),),
+        max_output_tokens=64,
+        options={"seed": 7},
+    )
+    await respond(model, request)
+    assert server.requests == [
+        {
+            "model": "fake-model",
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": [{"type": "text", "text": "add milk"}]},
+            ],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.2,
+            "top_k": 5,
+            "seed": 7,
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "notes.add",
+                        "description": "Add a note.",
+                        "parameters": {"type": "object", "properties": {}},
+                    },
+                }
+            ],
+            "max_completion_tokens": 64,
+        }
+    ]
+    [headers] = server.headers
+    assert headers["Authorization"] == "Bearer sk-test"
+    assert headers["X-Run"] == "7"
+
+
 @pytest.mark.parametrize(
     ("reply", "error", "reason"),
     [
