@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from looping_core.a2a import Message
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import StoreUnavailable, TaskStore
+from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine
@@ -47,6 +47,16 @@ class EngineRunner:
 
     def start(self, task_id: str) -> None:
         """Nothing: the store deferred the turn's job in the transaction that accepted it."""
+
+    async def reserve(self) -> bool:
+        """Never: a turn is a job, begun by whichever worker takes it."""
+        return False
+
+    def release(self) -> None:
+        raise RuntimeError("the job engine holds no slots")
+
+    def start_begun(self, begun: BegunTurn) -> None:
+        raise RuntimeError("the job engine begins no turn as it is accepted")
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until the task's turn ends or asks for input, whichever

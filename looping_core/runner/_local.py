@@ -19,7 +19,7 @@ from typing import Any
 from looping_core import _metrics
 from looping_core.a2a import Message, TaskState
 from looping_core.runner._turns import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX, UNSETTLED, TurnDriver
-from looping_core.store.internal import StoreUnavailable, TaskStore
+from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
 
 __all__ = ["LocalRunner"]
 
@@ -53,7 +53,21 @@ class LocalRunner:
         """Schedule the task's pending turn (idempotent while it is scheduled)."""
         if task_id in self._running:
             return
-        job = asyncio.create_task(self._run(task_id), name=f"looping-turn-{task_id}")
+        self._schedule(task_id, None)
+
+    async def reserve(self) -> bool:
+        """Hold a free slot (never waits) for a turn the store may begin as it accepts it."""
+        return self._open and await self._turns.reserve()
+
+    def release(self) -> None:
+        self._turns.release()
+
+    def start_begun(self, begun: BegunTurn) -> None:
+        """Run a turn the store began as it accepted the task, in the slot `reserve` held."""
+        self._schedule(begun.task.id, begun)
+
+    def _schedule(self, task_id: str, begun: BegunTurn | None) -> None:
+        job = asyncio.create_task(self._run(task_id, begun), name=f"looping-turn-{task_id}")
         self._running[task_id] = job
         job.add_done_callback(functools.partial(self._forget, task_id))  # canceled before it ran
 
@@ -133,9 +147,9 @@ class LocalRunner:
                 _log.info("task %s was ended elsewhere; stopping its turn", task_id)
                 await self.cancel(task_id)
 
-    async def _run(self, task_id: str) -> None:
+    async def _run(self, task_id: str, begun: BegunTurn | None) -> None:
         try:
-            await self._turns.run(task_id)
+            await self._turns.run(task_id, begun)
         except StoreUnavailable:
             self._take_up_later(task_id)
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from looping_core.a2a import Message
+from looping_core.store.internal import BegunTurn
 
 __all__ = ["Runner"]
 
@@ -15,6 +16,18 @@ class Runner(Protocol):
 
     def start(self, task_id: str) -> None:
         """Run the task's pending turn (idempotent while it is pending or running)."""
+
+    async def reserve(self) -> bool:
+        """Hold a slot, if one is free now, for a turn the store begins as it accepts the task
+        (`TaskStore.start_turn(begin=True)`): one transaction instead of two. `True`: hand the
+        begun turn to `start_begun`, or give the slot back with `release` (a duplicate, a
+        follow-up, a refusal). A runner whose turns run elsewhere holds none."""
+
+    def release(self) -> None:
+        """Give back the slot `reserve` held, unused."""
+
+    def start_begun(self, begun: BegunTurn) -> None:
+        """Run a turn the store began as it accepted its task, in the slot `reserve` held."""
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
         """Return when the task's turn has ended or asked for input, or after `timeout` s."""

@@ -15,10 +15,11 @@ again for an outage it outlived); a turn cut off before that is the runner's to 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from looping_core import _metrics, _tracing
@@ -44,7 +45,13 @@ from looping_core.runner._adapters import (
     TurnEventWriter,
     TurnSession,
 )
-from looping_core.store.internal import SessionStore, StoreUnavailable, SubtaskStore, TaskStore
+from looping_core.store.internal import (
+    BegunTurn,
+    SessionStore,
+    StoreUnavailable,
+    SubtaskStore,
+    TaskStore,
+)
 
 __all__ = ["OUTAGE_RETRY_FIRST", "OUTAGE_RETRY_MAX", "UNSETTLED", "TurnDriver"]
 
@@ -95,24 +102,40 @@ class TurnDriver:
         self._started: dict[str, float] = {}
         """When each running turn began (monotonic), for its end's log line."""
 
-    async def run(self, task_id: str) -> bool:
+    async def reserve(self) -> bool:
+        """Take a slot now if one is free and no turn waits for one (never waits): the store
+        may then begin a new task's turn as it accepts it, and `run(begun=...)` runs it in this
+        slot. `False`: the turn begins as usual, in its turn."""
+        if self._slots.locked():
+            return False
+        await self._slots.acquire()  # free: returns at once, without yielding
+        return True
+
+    def release(self) -> None:
+        """Give back a slot `reserve` took that no begun turn uses."""
+        self._slots.release()
+
+    async def run(self, task_id: str, begun: BegunTurn | None = None) -> bool:
         """Run the task's pending turn; `False` when it was not SUBMITTED (nothing began).
+        `begun`: the store began it already, in a slot `reserve` took for it.
 
         A cancel stops it (logged, not raised); a turn the runner itself broke is failed
         (`RUNNER_ERROR`); `StoreUnavailable` is raised: the runner takes the turn up again.
         """
         began = True
-        waiting = True
-        _metrics.TURNS_WAITING.inc()
+        waiting = begun is None
+        if waiting:
+            _metrics.TURNS_WAITING.inc()
         try:
-            async with self._slots:
-                waiting = False
-                _metrics.TURNS_WAITING.dec()
+            async with self._slot(held=begun is not None):
+                if waiting:
+                    waiting = False
+                    _metrics.TURNS_WAITING.dec()
                 _metrics.TURNS_RUNNING.inc()
                 try:
                     # A child of the request that accepted the turn (its context was copied).
                     with _tracing.span("turn", a2a__task_id=task_id):
-                        began = await self._begin_and_run(task_id)
+                        began = await self._begin_and_run(task_id, begun)
                 finally:
                     _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
@@ -192,9 +215,20 @@ class TurnDriver:
         words = agent.canceled_reply() if agent is not None else ()
         return agent_message(reply_parts(words)) if words else None
 
-    async def _begin_and_run(self, task_id: str) -> bool:
+    @contextlib.asynccontextmanager
+    async def _slot(self, *, held: bool) -> AsyncIterator[None]:
+        """One of the `concurrency` slots for the turn: waited for, or `held` (reserved)."""
+        if not held:
+            await self._slots.acquire()
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    async def _begin_and_run(self, task_id: str, begun: BegunTurn | None) -> bool:
         bind(task_id=task_id)  # this turn's log lines say which task (and, below, whose)
-        begun = await self._store.begin_turn(task_id)
+        if begun is None:
+            begun = await self._store.begin_turn(task_id)
         if begun is None:
             return False  # canceled before it started, taken, or interrupted (WORKING)
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message

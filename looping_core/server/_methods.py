@@ -170,10 +170,25 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
         raise _invalid("params.message.role", "must be ROLE_USER")
     _check_message(params.message, "params.message", tenant.card.input_modes)
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
-    start = await context.services.store.start_turn(context.identity, params.message, push)
+    runner = context.services.runner
+    # A new task whose turn can run at once is accepted and begun in one transaction.
+    reserved = not params.message.task_id and await runner.reserve()
+    try:
+        start = await context.services.store.start_turn(
+            context.identity, params.message, push, begin=reserved
+        )
+    except BaseException:
+        if reserved:
+            runner.release()
+        raise
     bind(task_id=start.task.id)
+    if start.begun is not None:
+        runner.start_begun(start.begun)
+        return start
+    if reserved:
+        runner.release()
     if start.started:
-        context.services.runner.start(start.task.id)
+        runner.start(start.task.id)
     return start
 
 
@@ -275,8 +290,14 @@ async def send_streaming_message(context: CallContext, params: SendMessageReques
     refused before anything is accepted."""
     release = _hub(context).reserve(context.identity)
     try:
-        task = (await _accept(context, params)).task
-        return await _task_stream(context, task.id, subscribing=False, release=release)
+        start = await _accept(context, params)
+        # A new task streams from the task as accepted (SUBMITTED, before its first event),
+        # whether or not its turn began in the same transaction; any other from a fresh read.
+        fresh = start.started and not params.message.task_id
+        accepted = (start.task, 0) if fresh else None
+        return await _task_stream(
+            context, start.task.id, subscribing=False, release=release, accepted=accepted
+        )
     except BaseException:
         release()
         raise
@@ -295,15 +316,21 @@ async def subscribe_to_task(context: CallContext, params: SubscribeToTaskRequest
 
 
 async def _task_stream(
-    context: CallContext, task_id: str, *, subscribing: bool, release: Callable[[], None]
+    context: CallContext,
+    task_id: str,
+    *,
+    subscribing: bool,
+    release: Callable[[], None],
+    accepted: tuple[Task, int] | None = None,
 ) -> TaskStream:
     """The stream, holding the caller's stream slot `release` gives back (at once when the
-    stream is its snapshot alone)."""
+    stream is its snapshot alone). `accepted`: the task as it was when its event `cursor`
+    was the latest, to begin with instead of reading it."""
     hub, store = _hub(context), context.services.store
     heartbeat = context.services.edge.config.streaming.heartbeat_seconds
     after = _last_event_id(context.last_event_id)
     if after is None:
-        task, cursor = await store.stream_start(context.identity, task_id)
+        task, cursor = accepted or await store.stream_start(context.identity, task_id)
         state = task.status.state
         if subscribing and state.is_terminal:
             raise UnsupportedOperation(

@@ -84,26 +84,41 @@ class TurnStart:
     started: bool
     joined: bool = False
     """The message joined the turn the task is running (the runner takes it from there)."""
+    begun: BegunTurn | None = None
+    """The turn, begun in the same transaction (`start_turn(begin=True)`, a new task)."""
 
 
 class Turns(Events, PushConfigs):
     async def start_turn(
-        self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
+        self,
+        caller: Identity,
+        message: Message,
+        push: TaskPushNotificationConfig | None,
+        *,
+        begin: bool = False,
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
-        to an interrupted one. A duplicate returns the first task and starts nothing."""
+        to an interrupted one. A duplicate returns the first task and starts nothing.
+
+        `begin`: a runner holds a slot for it, so a new task's turn begins in the same
+        transaction (`TurnStart.begun`; no `begin_turn` then). The task returned is still the
+        one accepted (SUBMITTED), and its events are the same: WORKING is its first."""
         try:
-            start = await self._db.run(self._start_turn, caller, message, push)
+            start = await self._db.run(self._start_turn, caller, message, push, begin)
         except peewee.IntegrityError:
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
-            start = await self._db.run(self._start_turn, caller, message, push)
-        if start.started and message.task_id:
-            self._events_written(start.task.id)  # the follow-up's SUBMITTED
+            start = await self._db.run(self._start_turn, caller, message, push, begin)
+        if start.begun is not None or (start.started and message.task_id):
+            self._events_written(start.task.id)  # the turn's WORKING, the follow-up's SUBMITTED
         return start
 
     def _start_turn(
-        self, caller: Identity, message: Message, push: TaskPushNotificationConfig | None
+        self,
+        caller: Identity,
+        message: Message,
+        push: TaskPushNotificationConfig | None,
+        begin: bool,
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
@@ -127,23 +142,26 @@ class Turns(Events, PushConfigs):
             else:
                 task_id = str(uuid.uuid4())
                 context_id = message.context_id or str(uuid.uuid4())
+                state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
                 self._sql(
                     "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts, node, worker, turn_message)"
-                    " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?)",
+                    " status_message, status_ts, created_ts, node, worker, turn_message,"
+                    " event_seq) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
                     (
                         task_id,
                         *scope,
                         context_id,
-                        TaskState.TASK_STATE_SUBMITTED.value,
+                        state.value,
                         stamp,
                         stamp,
                         self._node,
                         self._worker,
                         message.message_id,
+                        1 if begin else 0,
                     ),
                 )
-                self._queue_turn(task_id)
+                if not begin:
+                    self._queue_turn(task_id)
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
             self._sql(
                 "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
@@ -159,7 +177,13 @@ class Turns(Events, PushConfigs):
                 return TurnStart(snapshot, started=not joined, joined=joined)
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(stamp))
             task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
-            return TurnStart(task, True)
+            if not begin:
+                return TurnStart(task, True)
+            working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
+            update = TaskStatusUpdateEvent(task_id, context_id, working)
+            self._insert_events(task_id, 1, [StreamResponse(status_update=update)], stamp)
+            begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
+            return TurnStart(task, True, begun=begun)
 
     def _begin_next_turn(self, head: Head, message_id: str, stamp: int) -> None:
         """An interrupted task's follow-up begins its next turn (SUBMITTED, on this server)."""

@@ -751,3 +751,52 @@ async def test_the_deliverer_looks_after_a_turn_only_when_it_queued_a_push(
         await runner.cleanup()
     assert push.json["task"]["id"] == body["result"]["task"]["id"]
     assert looks  # the push's own turn woke it
+
+
+async def test_a_turn_with_a_free_slot_is_accepted_and_begun_in_one_transaction(
+    gateway: FakeGateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """concurrency = 1: the first turn begins as it is accepted (no begin of its own); the
+    second waits for the slot and begins as before; a duplicate of the second gives its slot
+    back; and all of them end, so no slot was lost on the way."""
+    agent, runner = await start_agent([gateway.origin], extra="[runner]\nconcurrency = 1\n")
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    store = agent.app[SERVICES].store
+    begin_turn = store.begin_turn
+    begun_apart: list[str] = []
+
+    async def counted(task_id: str) -> Any:
+        begun_apart.append(task_id)
+        return await begin_turn(task_id)
+
+    monkeypatch.setattr(store, "begin_turn", counted)
+    first, second = f"held-{uuid.uuid4()}", f"held-{uuid.uuid4()}"
+    try:
+        _, body = await gateway.send_turn(agent.endpoint, tenant="bob", text=first)
+        first_id = body["result"]["task"]["id"]
+        assert body["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"  # as accepted
+        assert await store.task_state(first_id) is TaskState.TASK_STATE_WORKING
+        again = str(uuid.uuid4())
+        _, body = await gateway.send_turn(
+            agent.endpoint, tenant="bob", text=second, message_id=again
+        )
+        second_id = body["result"]["task"]["id"]
+        _, duplicate = await gateway.send_turn(
+            agent.endpoint, tenant="bob", text=second, message_id=again
+        )
+        assert duplicate["result"]["task"]["id"] == second_id
+        assert begun_apart == []  # the slot is taken: the second waits for it
+        for text in (first, second):
+            test_agents.RELEASE.setdefault(text, asyncio.Event()).set()
+        pushes = await gateway.wait_for_pushes_of([first_id, second_id], timeout=10)
+        assert begun_apart == [second_id]
+        events = await store.events_after({first_id: 0})
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
+    assert {push.json["task"]["status"]["state"] for each in pushes.values() for push in each} == {
+        "TASK_STATE_COMPLETED"
+    }
+    # The first turn's events are those of any turn: WORKING first, numbered from 1.
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert '"TASK_STATE_WORKING"' in events[0].body

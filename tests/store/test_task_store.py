@@ -63,6 +63,30 @@ async def test_fifty_concurrent_duplicates_start_one_turn(database: Database) ->
     assert count == 1
 
 
+async def test_fifty_concurrent_duplicates_begun_at_once_begin_one_turn(
+    database: Database,
+) -> None:
+    """With `begin` (a runner holds a slot for each), duplicates still start one turn, and only
+    it is begun: WORKING, with its WORKING event numbered 1; it cannot be begun again."""
+    store = TaskStore(database)
+    message = user_message()
+    starts = await asyncio.gather(
+        *(store.start_turn(ALICE, message, None, begin=True) for _ in range(50))
+    )
+    [begun] = [start.begun for start in starts if start.begun is not None]
+    assert sum(start.started for start in starts) == 1
+    assert {start.task.status.state for start in starts if start.started} == {
+        TaskState.TASK_STATE_SUBMITTED  # the task as accepted
+    }
+    assert begun.task.status.state is TaskState.TASK_STATE_WORKING
+    assert (begun.caller, begun.turn_message) == (ALICE, message.message_id)
+    assert await store.task_state(begun.task.id) is TaskState.TASK_STATE_WORKING
+    [event] = await store.events_after({begun.task.id: 0})
+    assert event.seq == 1
+    assert '"TASK_STATE_WORKING"' in event.body
+    assert await store.begin_turn(begun.task.id) is None
+
+
 async def test_the_same_message_id_from_another_caller_is_another_turn(database: Database) -> None:
     store = TaskStore(database)
     message = user_message()
