@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is th
     from looping_core.runner._engine import EngineHooks, JobEngine, queue_orphans
     from looping_core.runner._engine_schema import (
         EngineSchema,
+        analyze_engine_tables,
         apply_engine_schema,
         engine_schema,
     )
@@ -31,6 +32,7 @@ __all__ = [
     "PushDeliverer",
     "Runner",
     "TurnDriver",
+    "analyze_engine_tables",
     "apply_engine_schema",
     "cron_of",
     "engine_schema",
@@ -44,6 +46,7 @@ _LAZY = {
     "EngineHooks": ("looping_core.runner._engine", "EngineHooks"),
     "JobEngine": ("looping_core.runner._engine", "JobEngine"),
     "EngineSchema": ("looping_core.runner._engine_schema", "EngineSchema"),
+    "analyze_engine_tables": ("looping_core.runner._engine_schema", "analyze_engine_tables"),
     "apply_engine_schema": ("looping_core.runner._engine_schema", "apply_engine_schema"),
     "engine_schema": ("looping_core.runner._engine_schema", "engine_schema"),
     "queue_orphans": ("looping_core.runner._engine", "queue_orphans"),

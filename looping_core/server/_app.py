@@ -193,6 +193,7 @@ def _prepare(
     ensure_plugin_stores(database.peewee, stores)
     if engine:
         from looping_core.runner.internal import (  # noqa: PLC0415 - postgres extra
+            analyze_engine_tables,
             apply_engine_schema,
             queue_orphans,
         )
@@ -200,5 +201,6 @@ def _prepare(
         connection = database.peewee.connection()  # type: ignore[no-untyped-call]
         apply_engine_schema(connection)
         queue_orphans(connection)
+        analyze_engine_tables(connection)
     else:
         adopt_orphans(database, node, workers)
