@@ -12,7 +12,11 @@ and reports:
 - accepted turns/s: the calls answered, over the time they took;
 - completed turns/s: the turns completed, from the first call to the last turn's end, read from
   the store;
-- pushes delivered/s the same way.
+- pushes delivered/s the same way;
+- commits per turn: every transaction committed on the database during the run (the edge's,
+  the workers', procrastinate's fetches and heartbeats), per turn;
+- procrastinate's own ceiling, measured in the same run on the same server once the turns are
+  done: no-op jobs/s of one worker process (bench/noop_jobs.py), and turns/s as a share of it.
 
 Then the recovery: two workers, 20 turns of an agent that sleeps 60 s, one worker SIGKILLed once
 its turns run; it reports the seconds from the kill until the other worker has taken every one
@@ -151,7 +155,26 @@ async def send_all(
     return time.perf_counter() - began
 
 
-async def throughput(args: argparse.Namespace, workers: int) -> tuple[float, float, float]:
+async def commits(store: str) -> int:
+    """Transactions committed on the store's database so far (PostgreSQL's statistics)."""
+    await asyncio.sleep(1.1)  # a backend reports its counts within a second
+    query = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+    return count(store, query)
+
+
+def noop_ceiling(store: str, concurrency: int) -> float:
+    """procrastinate's no-op jobs/s on the same server, in a database of its own."""
+    with psycopg.connect(store, autocommit=True) as connection:
+        connection.execute("CREATE DATABASE noop")
+    url = store.rsplit("/", 1)[0] + "/noop"
+    command = [sys.executable, str(HERE / "noop_jobs.py"), url, "--concurrency", str(concurrency)]
+    output = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return float(output.split("NOOP ", 1)[1].split()[0])
+
+
+async def throughput(
+    args: argparse.Namespace, workers: int
+) -> tuple[float, float, float, float, float]:
     with tempfile.TemporaryDirectory(prefix="looping-bench-jobs-") as name, \
             throwaway_postgres() as store:  # fmt: skip
         folder = Path(name)
@@ -167,6 +190,7 @@ async def throughput(args: argparse.Namespace, workers: int) -> tuple[float, flo
                     processes.append(start("worker", config, log))
                     await until_logged(log, "worker running jobs", processes[-1])
                 endpoint = f"http://127.0.0.1:{port}/a2a"
+                committed = await commits(store)
                 began = time.perf_counter()
                 texts = ["one two three"] * args.turns
                 sent = await send_all(gateway, endpoint, "words", texts, args.concurrency)
@@ -177,9 +201,11 @@ async def throughput(args: argparse.Namespace, workers: int) -> tuple[float, flo
                 turns_done = time.perf_counter() - began
                 await gateway.wait_for_pushes(args.turns, timeout=600)
                 pushes_done = time.perf_counter() - began
+                per_turn = (await commits(store) - committed) / args.turns
             finally:
                 stop(processes)
-    return args.turns / sent, args.turns / turns_done, args.turns / pushes_done
+            ceiling = noop_ceiling(store, 16)
+    return (args.turns / sent, args.turns / turns_done, args.turns / pushes_done, per_turn, ceiling)
 
 
 async def recovery() -> float:
@@ -221,19 +247,22 @@ async def main() -> None:
     counts = [int(item) for item in args.workers.split(",")]
     print(f"{os.cpu_count()} CPUs; {args.turns} turns per run, {args.concurrency} calls at once;"
           " one edge, PostgreSQL on this machine", flush=True)  # fmt: skip
-    results: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
+    results: dict[int, list[tuple[float, float, float, float, float]]] = {n: [] for n in counts}
     for _ in range(args.rounds):
         for workers in counts:
-            accepted, completed, pushed = await throughput(args, workers)
-            results[workers].append((accepted, completed, pushed))
+            accepted, completed, pushed, per_turn, ceiling = await throughput(args, workers)
+            results[workers].append((accepted, completed, pushed, per_turn, ceiling))
             print(f"{workers} worker(s): accepted {accepted:6.0f}/s   completed {completed:6.0f}/s"
-                  f"   pushed {pushed:6.0f}/s", flush=True)  # fmt: skip
+                  f"   pushed {pushed:6.0f}/s   {per_turn:5.1f} commits/turn   procrastinate"
+                  f" no-op {ceiling:6.0f} jobs/s (turns: {completed / ceiling:4.2f}x)",
+                  flush=True)  # fmt: skip
     if args.rounds > 1:
         for workers, runs in results.items():
-            medians = [statistics.median(run[i] for run in runs) for i in range(3)]
+            medians = [statistics.median(run[i] for run in runs) for i in range(5)]
             print(
                 f"median, {workers} worker(s): accepted {medians[0]:.0f}/s, completed"
-                f" {medians[1]:.0f}/s, pushed {medians[2]:.0f}/s"
+                f" {medians[1]:.0f}/s, pushed {medians[2]:.0f}/s, {medians[3]:.1f} commits/turn,"
+                f" no-op {medians[4]:.0f} jobs/s"
             )
     seconds = await recovery()
     print(
