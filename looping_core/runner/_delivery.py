@@ -116,13 +116,17 @@ class PushDeliverer:
                 )  # fmt: skip
         return len(items)
 
-    async def deliver(self, item: OutboxItem) -> float | None:
-        """One attempt (a job engine's delivery job); the seconds until the next one when it
-        is to be tried again, `None` when it is done with (delivered, failed or expired)."""
-        _, next_ts = await self._deliver(item)
+    async def deliver(self, item: OutboxItem, *, queue_retry: bool = False) -> float | None:
+        """One attempt (a job engine's job); the seconds until the next one when it is to be
+        tried again, `None` when it is done with (delivered, failed or expired). `queue_retry`:
+        the job engine gets the next attempt as a push job, deferred as this one is recorded
+        (the caller is not a push job that would run again)."""
+        _, next_ts = await self._deliver(item, queue_retry=queue_retry)
         return None if next_ts is None else max(0.0, (next_ts - now_us()) / 1_000_000)
 
-    async def _deliver(self, item: OutboxItem) -> tuple[str, int | None]:
+    async def _deliver(
+        self, item: OutboxItem, *, queue_retry: bool = False
+    ) -> tuple[str, int | None]:
         """One attempt, in a span continuing the trace of the change the push reports; the
         item's state afterwards, and when it is due again (µs) if it is still pending."""
         carrier = {"traceparent": item.traceparent} if item.traceparent else None
@@ -130,7 +134,7 @@ class PushDeliverer:
             "push", kind="client", carrier=carrier, a2a__task_id=item.task_id,
             looping__push__attempt=item.attempts + 1,
         ) as span:  # fmt: skip
-            outcome, next_ts = await self._attempt(item)
+            outcome, next_ts = await self._attempt(item, queue_retry)
             span.set(looping__push__outcome=outcome)
             if outcome != "delivered":
                 span.fail(outcome)
@@ -138,7 +142,7 @@ class PushDeliverer:
                 _metrics.PUSH_DELIVERIES.inc(outcome=outcome)
         return outcome, next_ts
 
-    async def _attempt(self, item: OutboxItem) -> tuple[str, int | None]:
+    async def _attempt(self, item: OutboxItem, queue_retry: bool) -> tuple[str, int | None]:
         """Attempt and record the delivery; the item's state afterwards, and when it is due
         again if it is still pending."""
         scheme, credentials = item.authentication or (None, "")
@@ -208,7 +212,7 @@ class PushDeliverer:
         )  # fmt: skip
         await self._store.record_attempt(
             item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
-            next_attempt_ts=next_ts,
+            next_attempt_ts=next_ts, queue_retry=queue_retry,
         )  # fmt: skip
         return outcome, next_ts
 

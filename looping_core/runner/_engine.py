@@ -6,9 +6,13 @@
   once). A queued push defers `looping.deliver_push(outbox_id)` the same way.
 - **Running.** Any worker process on any machine runs any job (`JobEngine`): a turn through the
   same turn driver as the embedded mode, whose guarded writes still decide which terminal state
-  wins; a push through the same deliverer. A delivery that must be tried again raises `RetryLater`
-  with the deliverer's backoff (exponential, with jitter, within `[push] max_attempts` and
-  `max_age_seconds`), and the engine runs the same job again then: the same row, the same `jti`.
+  wins, then the pushes its end queued, through the same deliverer, from the same job (one job
+  per turn; the turn's job is done only once they were tried). A push that must be tried again
+  gets a push job of its own, deferred in the transaction that records the failed attempt; a
+  push job that must try again raises `RetryLater` with the deliverer's backoff (exponential,
+  with jitter, within `[push] max_attempts` and `max_age_seconds`), and the engine runs the same
+  job again then: the same row, the same `jti`. Pushes queued elsewhere (a cancel at the edge,
+  progress) get a push job as they are queued.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
   `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
@@ -142,8 +146,11 @@ class EngineHooks:
         except engine_errors.AlreadyEnqueued:
             raise JobAlreadyQueued(task_id) from None
 
-    def push_queued(self, connection: Any, outbox_id: int) -> None:
-        deferrer = self._app.configure_task(PUSH_TASK, queue=PUSH_QUEUE, connection=connection)
+    def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
+        when = None if at is None else datetime.fromtimestamp(at / 1_000_000, UTC)
+        deferrer = self._app.configure_task(
+            PUSH_TASK, queue=PUSH_QUEUE, connection=connection, schedule_at=when
+        )
         deferrer.defer(outbox_id=outbox_id)
 
 
@@ -245,6 +252,18 @@ class JobEngine:
                 del self._turn_jobs[task_id]
         if not done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
+        if not job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
+            await self._deliver_pushes_of(task_id)
+
+    async def _deliver_pushes_of(self, task_id: str) -> None:
+        """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to
+        try again gets a push job of its own, deferred as its attempt is recorded. Until then
+        this job is not done, so a worker dying here has the job (and the push) run again."""
+        try:
+            for item in await self._store.unsent_pushes(task_id):
+                await self._deliverer.deliver(item, queue_retry=True)
+        except StoreUnavailable:
+            raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same rows, the same jtis
 
     async def _deliver_push(self, outbox_id: int) -> None:
         try:

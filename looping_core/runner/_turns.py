@@ -84,11 +84,14 @@ class TurnDriver:
         subtasks: SubtaskStore | None = None,
         push_progress: bool = False,
         coalesce_seconds: float = 0.05,
+        pushes_from_turn: bool = False,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `store_access` is what
         plugins' tools that own tables get in their `ToolContext` (calls on the store's thread).
         `push_progress`: a turn's progress is pushed too (`[push] progress`);
-        `coalesce_seconds`: artifact chunks closer together are one event."""
+        `coalesce_seconds`: artifact chunks closer together are one event.
+        `pushes_from_turn`: a turn's end queues its pushes without a job of their own (the job
+        engine's turn job delivers them)."""
         self._store = store
         self._agents = agents
         self._plugins = plugins
@@ -98,6 +101,7 @@ class TurnDriver:
         self._subtasks = subtasks
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
+        self._pushes_from_turn = pushes_from_turn
         self._slots = asyncio.Semaphore(config.concurrency)
         self._started: dict[str, float] = {}
         """When each running turn began (monotonic), for its end's log line."""
@@ -327,6 +331,7 @@ class TurnDriver:
             metadata=result.metadata,
             taken_through=taken_through,
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
+            defer_pushes=not self._pushes_from_turn,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
         won = await asyncio.shield(asyncio.ensure_future(_patiently(write)))

@@ -98,6 +98,7 @@ async def open_runtime(
             store_access=PluginAccess(database),
             push_progress=config.push.progress,
             coalesce_seconds=config.streaming.coalesce_seconds,
+            pushes_from_turn=engine,
         )
         runner: Runner
         jobs = None

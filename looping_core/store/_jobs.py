@@ -23,5 +23,6 @@ class JobHooks(Protocol):
     def turn_queued(self, connection: Any, task_id: str) -> None:
         """The task's next turn waits to run. Raises `JobAlreadyQueued` if a job waits already."""
 
-    def push_queued(self, connection: Any, outbox_id: int) -> None:
-        """The outbox row `outbox_id` waits to be delivered."""
+    def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
+        """The outbox row `outbox_id` waits to be delivered (from `at`, µs since the epoch, when
+        given: a delivery to try again)."""

@@ -49,8 +49,12 @@ class Outbox(StoreBase):
     """How often this process's jobs queued pushes: a hint that lets the deliverer skip looking
     after a turn that queued none (a job undone and run again may count twice: a spare look)."""
 
-    def _queue_pushes(self, task_id: str, event: StreamResponse | None = None) -> None:
-        """Queue a push to each of the task's configs: `event`, or the task as it is now."""
+    def _queue_pushes(
+        self, task_id: str, event: StreamResponse | None = None, *, defer: bool = True
+    ) -> None:
+        """Queue a push to each of the task's configs: `event`, or the task as it is now.
+        `defer`: tell the job engine (if any) now; without it, the caller's job delivers them
+        (`unsent_pushes`), and a delivery to try again is deferred then."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
@@ -94,7 +98,7 @@ class Outbox(StoreBase):
                     " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
                     (outbox_id, stamp, f"undeliverable config: {problems}"),
                 )
-            else:
+            elif defer:
                 self._queue_push(outbox_id)
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
@@ -105,6 +109,20 @@ class Outbox(StoreBase):
                 " WHERE o.node = ? AND o.worker = ? AND o.state = 'pending'"
                 " AND o.next_attempt_ts <= ? ORDER BY o.next_attempt_ts LIMIT ?",
                 (self._node, self._worker, now_us(), limit),
+            )
+
+        return await self._db.run(read)
+
+    async def unsent_pushes(self, task_id: str) -> list[OutboxItem]:
+        """The task's pending pushes of the task itself (an end, a question to the caller: not
+        progress, which has jobs of its own) never tried yet: what a job engine's turn job
+        delivers once its turn ended."""
+
+        def read() -> list[OutboxItem]:
+            return self._items(
+                " WHERE o.task_id = ? AND o.state = 'pending' AND o.attempts = 0"
+                " AND substr(o.body, 1, 8) = ? ORDER BY o.id",
+                (task_id, '{"task":'),
             )
 
         return await self._db.run(read)
@@ -172,8 +190,11 @@ class Outbox(StoreBase):
         duration_ms: int,
         outcome: str,
         next_attempt_ts: int | None = None,
+        queue_retry: bool = False,
     ) -> None:
-        """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry)."""
+        """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry).
+        `queue_retry`: a pending item's next attempt is handed to the job engine in the same
+        transaction (it was tried outside a push job of its own)."""
 
         def write() -> None:
             with self._db.write():
@@ -187,6 +208,8 @@ class Outbox(StoreBase):
                     " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
                     (item.attempts + 1, outcome, next_attempt_ts, item.id),
                 )
+                if queue_retry and outcome == "pending":
+                    self._queue_push(item.id, next_attempt_ts)
 
         await self._db.run(write)
 

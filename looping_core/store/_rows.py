@@ -116,9 +116,9 @@ class StoreBase:
         """This thread's open connection (the one the transaction runs on)."""
         return self._db.peewee.connection()  # type: ignore[no-untyped-call]
 
-    def _queue_push(self, outbox_id: int) -> None:
+    def _queue_push(self, outbox_id: int, at: int | None = None) -> None:
         if self._jobs is not None:
-            self._jobs.push_queued(self._connection(), outbox_id)
+            self._jobs.push_queued(self._connection(), outbox_id, at)
 
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(

@@ -227,11 +227,14 @@ class Turns(Events, PushConfigs):
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
         answer_with_message: bool = False,
+        defer_pushes: bool = True,
     ) -> bool:
         """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
         when given, becomes the task's. With `taken_through` (the last message a turn took), only
         if no follow-up joined after it: a turn never ends over a message it has not seen.
         `answer_with_message`: a blocking SendMessage answers with `reply` as a direct message.
+        `defer_pushes=False`: the pushes it queues get no job of their own (the turn's job
+        delivers them; see `Outbox._queue_pushes`).
 
         One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
         pushes for terminal and interrupted states are written in the same transaction. Returns
@@ -246,6 +249,7 @@ class Turns(Events, PushConfigs):
             metadata=metadata,
             taken_through=taken_through,
             answer_with_message=answer_with_message,
+            defer_pushes=defer_pushes,
         )
         won = await self._db.run(write, task_id, to)
         if won:
@@ -264,6 +268,7 @@ class Turns(Events, PushConfigs):
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
         answer_with_message: bool = False,
+        defer_pushes: bool = True,
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
@@ -341,7 +346,7 @@ class Turns(Events, PushConfigs):
             bodies.append(compact({"statusUpdate": update}))
             self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY:
-                self._queue_pushes(task_id)
+                self._queue_pushes(task_id, defer=defer_pushes)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:

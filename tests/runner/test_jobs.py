@@ -13,6 +13,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from aiohttp.test_utils import unused_port
 
@@ -141,6 +142,50 @@ async def test_pushes_wait_out_a_receiver_that_is_down_and_are_delivered_once(
             assert outbox == [("pending", 4)]
             await asyncio.sleep(0.02)
     assert push.json["task"]["id"] == body["result"]["task"]["id"]
+
+
+NOTE_JOBS = """
+CREATE TABLE deferred_jobs (task_name TEXT, args JSONB);
+CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO deferred_jobs VALUES (NEW.task_name, NEW.args); RETURN NEW; END $$;
+CREATE TRIGGER note_job AFTER INSERT ON procrastinate_jobs FOR EACH ROW EXECUTE FUNCTION note_job();
+"""
+
+
+async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    """The turn's job delivers the push its end queued; a receiver that is down has the push
+    tried again by a push job of its own (the same row, the same jti)."""
+    port = unused_port()
+    config = engine_config(tmp_path, "one", port, gateway, postgres_url, runs=True)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    released = tmp_path / "released"
+    released.touch()
+    processes.add(await serve(config, port, KEY))
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute(NOTE_JOBS)  # type: ignore[arg-type]
+    endpoint = f"http://127.0.0.1:{port}/a2a"
+    jobs = (
+        "SELECT task_name FROM deferred_jobs"
+        " WHERE task_name IN ('looping.run_turn', 'looping.deliver_push') ORDER BY 1"
+    )
+
+    _, first = await gateway.send_turn(endpoint, tenant="bob", text=f"file:{released}")
+    await gateway.wait_for_pushes_of([first["result"]["task"]["id"]], timeout=30)
+    assert rows(postgres_url, jobs) == [("looping.run_turn",)]
+
+    gateway.push_failures = 1  # down for the next attempt
+    _, second = await gateway.send_turn(endpoint, tenant="bob", text=f"file:{released}")
+    second_id = second["result"]["task"]["id"]
+    [delivered] = (await gateway.wait_for_pushes_of([second_id], timeout=30))[second_id]
+    assert [p.status for p in gateway.pushes[1:]] == [503, 200]
+    assert {p.claims["jti"] for p in gateway.pushes[1:] if p.claims} == {delivered.claims["jti"]}
+    assert rows(postgres_url, jobs) == [
+        ("looping.deliver_push",),
+        ("looping.run_turn",),
+        ("looping.run_turn",),
+    ]
 
 
 async def test_a_duplicate_at_another_edge_makes_no_second_job_and_a_cancel_there_stops_the_turn(
