@@ -7,14 +7,15 @@ gateway sends it, and its result taken from the verified push.
         assert done["artifacts"][0]["parts"] == [{"text": "Noted."}]
 
 Everything is real but the model: the agent's key and JWKS, the gateway's key and tokens, the
-edge's checks, the store (a fresh SQLite file unless `store_url` says otherwise), the runner and
-the signed push. The config is built in code; `config` adds TOML (plugins, settings, other
-tenants).
+edge's checks, the store (a fresh SQLite file, removed when the harness stops, unless `store_url`
+says otherwise), the runner and the signed push. The config is built in code; `config` adds TOML
+(plugins, settings, other tenants).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -115,6 +116,8 @@ class AgentHarness(Startable):
         self.app: web.Application | None = None
         self._listener: Listener | None = None
         self._taken: set[int] = set()
+        self._own_folder: Path | None = None
+        """The temporary folder of the store it made itself (removed when it stops)."""
 
     @property
     def gateway(self) -> FakeGateway:
@@ -139,8 +142,8 @@ class AgentHarness(Startable):
     def _toml(self) -> str:
         store_url = self.store_url
         if store_url is None:
-            folder = Path(tempfile.mkdtemp(prefix="looping-harness-"))
-            store_url = f"sqlite:///{folder / 'looping.db'}"
+            self._own_folder = Path(tempfile.mkdtemp(prefix="looping-harness-"))
+            store_url = f"sqlite:///{self._own_folder / 'looping.db'}"
         origins = self._origins if self._origins is not None else (self.gateway.origin,)
         extra = ""
         if "[push]" not in self.extra:  # quick retries, unless the test sets its own
@@ -176,6 +179,9 @@ class AgentHarness(Startable):
             self._listener = None
         if self._own_gateway:
             await self.gateway.stop()
+        if self._own_folder is not None:  # its store, made for this run: nothing keeps it
+            shutil.rmtree(self._own_folder, ignore_errors=True)
+            self._own_folder = None
 
     async def send(self, text: str, **kwargs: Any) -> dict[str, Any]:
         """Send a turn as the gateway does; the accepted task. Keyword arguments go to

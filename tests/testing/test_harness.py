@@ -32,9 +32,13 @@ async def test_a_turn_through_the_harness_comes_back_from_the_verified_push() ->
         assert task["status"]["state"] == "TASK_STATE_SUBMITTED"  # as the gateway gets it
         done = await harness.result(task)
         got = await harness.call("GetTask", {"id": task["id"]})
+        assert harness.config is not None
+        store = Path(harness.config.store.url.removeprefix("sqlite:///"))
+        assert store.exists()
     assert done["artifacts"][0]["parts"] == [{"text": "3"}]
     assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert harness.gateway.pushes[0].claims is not None  # the push's signature was verified
+    assert not store.parent.exists()  # the store it made for the run is gone with it
 
 
 async def test_a_scripted_model_drives_a_looping_agent_and_its_plugins(
