@@ -44,8 +44,16 @@ TENANT = "emitter"
 
 
 def write_config(
-    folder: Path, port: int, gateway: FakeGateway, workers: int, poll_seconds: float
+    folder: Path,
+    port: int,
+    gateway: FakeGateway,
+    workers: int,
+    poll_seconds: float,
+    *,
+    streams: int,
 ) -> Path:
+    """Every stream is the same caller's (a task is only its caller's to watch), so the cap on
+    one caller's streams is raised to them all: at the default (16) the rest are refused."""
     config = folder / "looping.toml"
     config.write_text(f"""
 [server]
@@ -63,6 +71,7 @@ url = "sqlite:///{folder / "looping.db"}"
 concurrency = 256
 [streaming]
 poll_seconds = {poll_seconds}
+max_streams_per_caller = {streams}
 [tenants.{TENANT}]
 agent = "streams_agent:EmitterAgent"
 allow_configless = true
@@ -153,6 +162,8 @@ async def one_shape(
     counts = await asyncio.gather(*streams)
     elapsed = time.perf_counter() - started
     (folder / gate).unlink(missing_ok=True)
+    if refused := sum(1 for count in counts if count == 0):
+        print(f"  REFUSED: {refused} of {len(counts)} streams read nothing", flush=True)
     return elapsed, delays, sum(counts)
 
 
@@ -169,7 +180,9 @@ async def bench(options: argparse.Namespace, workers: int, gateway: FakeGateway)
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         port = unused_port()
-        config = write_config(folder, port, gateway, workers, options.poll_seconds)
+        config = write_config(
+            folder, port, gateway, workers, options.poll_seconds, streams=options.subscribers
+        )
         environment = dict(
             os.environ,
             A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")),
