@@ -25,14 +25,12 @@ import concurrent.futures
 import contextlib
 import contextvars
 import importlib.util
-import logging
 import queue
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, NoReturn, TypeVar
+from typing import IO, Any, TypeVar
 
 import attrs
 
@@ -44,20 +42,17 @@ import peewee
 from playhouse.db_url import connect
 
 from looping_core import _metrics, _tracing
-from looping_core.errors import LoopingError
+from looping_core.store._unreachable import (
+    CONNECTION_ERRORS,
+    Outage,
+    StoreError,
+    transient,
+    unavailable,
+)
 
-__all__ = [
-    "Database",
-    "StoreError",
-    "StoreUnavailable",
-    "connection_problem",
-    "open_database",
-    "raise_one_line",
-    "store_url_problem",
-]
+__all__ = ["Database", "open_database", "store_url_problem"]
 
 _T = TypeVar("_T")
-_log = logging.getLogger("looping_core.store")
 
 SQLITE_PRAGMAS = {
     "journal_mode": "wal",  # readers never block the writer
@@ -71,75 +66,6 @@ SQLITE_PRAGMAS = {
 SQLITE_BATCH = 64
 """The most jobs one SQLite transaction carries."""
 POSTGRES_THREADS = 8
-
-
-class StoreError(LoopingError):
-    """The store cannot be opened or migrated."""
-
-
-class StoreUnavailable(StoreError):
-    """The store cannot be reached for now: its server restarted or dropped the connection,
-    SQLite is busy past its timeout or its disk is full. Nothing of the failed job was written
-    (or, for a lost commit, it may have been: guarded writes make trying again safe). Callers
-    answer "try again later"; the driver's error is `__cause__`."""
-
-    def __init__(self, cause: BaseException) -> None:
-        self.detail = _first_line(cause)
-        super().__init__(f"the store is unavailable: {self.detail}")
-
-
-_SQLITE_TRANSIENT_NAMES = (
-    "SQLITE_BUSY",
-    "SQLITE_LOCKED",
-    "SQLITE_FULL",
-    "SQLITE_IOERR",
-    "SQLITE_PROTOCOL",
-)
-_SQLITE_TRANSIENT = frozenset(
-    code for code in (getattr(sqlite3, name, None) for name in _SQLITE_TRANSIENT_NAMES) if code
-)
-"""SQLite's result codes that pass (primary codes; extended ones are these plus high bits)."""
-
-
-def transient(error: BaseException) -> bool:
-    """Whether `error` is the store being out of reach for now rather than a fault of the job:
-    any connection, operational or interface error of PostgreSQL (a restart, a failover, a
-    dropped connection, a deadlock victim), through peewee or raw (the job engine defers on the
-    store's connection); SQLite's busy, locked, disk full and I/O errors."""
-    seen: BaseException | None = error
-    for _ in range(4):  # the error, and what it was raised from (a wrapper's cause)
-        if seen is None:
-            return False
-        if isinstance(seen, StoreUnavailable) or _psycopg_connection_error(seen):
-            return True
-        if isinstance(seen, _CONNECTION_ERRORS):
-            original = _driver_error(seen)
-            if isinstance(original, sqlite3.Error):
-                code = getattr(original, "sqlite_errorcode", None)
-                return code is not None and (code & 0xFF) in _SQLITE_TRANSIENT
-            return True  # psycopg's, through peewee: the connection, not the SQL
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _psycopg_connection_error(error: BaseException) -> bool:
-    """psycopg's OperationalError or InterfaceError (by name: psycopg is an optional extra)."""
-    return type(error).__module__.startswith("psycopg") and any(
-        cls.__name__ in ("OperationalError", "InterfaceError") for cls in type(error).__mro__
-    )
-
-
-def _driver_error(error: BaseException) -> BaseException:
-    """The driver's own exception behind peewee's wrapper (peewee passes it as the first
-    argument and raises from within its handler)."""
-    if error.args and isinstance(error.args[0], BaseException):
-        return error.args[0]
-    return error.__cause__ or error.__context__ or error
-
-
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
 
 
 def store_url_problem(url: str) -> str | None:
@@ -156,25 +82,6 @@ def store_url_problem(url: str) -> str | None:
         return None
     scheme = url.split(":", 1)[0] if ":" in url else url
     return f"[store] url must start with sqlite:/// or postgresql://, got {scheme}:"
-
-
-def connection_problem(exc: BaseException) -> str | None:
-    """One line for a store that cannot be reached (`cannot connect to the store: ...`), from
-    the driver's error; `None` for any other error."""
-    if isinstance(exc, StoreUnavailable):
-        return f"cannot connect to the store: {exc.detail}"
-    if not isinstance(exc, (*_CONNECTION_ERRORS, peewee.ImproperlyConfigured)):
-        return None
-    return f"cannot connect to the store: {_first_line(exc)}"
-
-
-def raise_one_line(error: BaseException, kind: type[LoopingError] = StoreError) -> NoReturn:
-    """Raise a store that cannot be reached as one line naming the cause (a `kind`, by default
-    `StoreError`), not the driver's traceback; any other error as it is."""
-    problem = connection_problem(error)
-    if problem is None:
-        raise error
-    raise kind(problem) from None
 
 
 def open_database(url: str) -> peewee.Database:
@@ -223,7 +130,6 @@ class _Job:
 
 
 _Outcome = tuple[_Job, Any, BaseException | None]
-_CONNECTION_ERRORS = (peewee.OperationalError, peewee.InterfaceError)
 
 
 class _Undo(Exception):
@@ -263,7 +169,7 @@ class Database:
         self._closed = False
         self._generation = 0
         """Counts connection failures seen by any thread: each thread reconnects when it moves."""
-        self._outage = _Outage()
+        self._outage = Outage()
         self._job = _JobState()
         self._threads = [
             threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
@@ -397,11 +303,11 @@ class Database:
                     break
                 batch.append(waiting)
             outcomes = self._run_alone(job) if job.alone else self._run_batch(batch)
-            if any(isinstance(error, _CONNECTION_ERRORS) for _, _, error in outcomes):
+            if any(isinstance(error, CONNECTION_ERRORS) for _, _, error in outcomes):
                 self._drop_connection()  # the next job connects afresh (a restarted server)
                 self._generation += 1
                 generation = self._generation
-            outcomes = [(job, result, _unavailable(error)) for job, result, error in outcomes]
+            outcomes = [(job, result, unavailable(error)) for job, result, error in outcomes]
             self._outage.note(outcomes)
             _deliver(outcomes)
         self._drop_connection()
@@ -458,7 +364,7 @@ class Database:
         return result
 
     def _drop_connection(self) -> None:
-        with contextlib.suppress(peewee.PeeweeException, *_CONNECTION_ERRORS):
+        with contextlib.suppress(peewee.PeeweeException, *CONNECTION_ERRORS):
             if not self.peewee.is_closed():
                 self.peewee.close()
 
@@ -478,48 +384,6 @@ class Database:
             yield
         finally:
             fcntl.flock(self._lock_file, fcntl.LOCK_UN)
-
-
-def _unavailable(error: BaseException | None) -> BaseException | None:
-    """A transient driver error as `StoreUnavailable` (the driver's error its cause)."""
-    if error is None or isinstance(error, StoreUnavailable) or not transient(error):
-        return error
-    unavailable = StoreUnavailable(error)
-    unavailable.__cause__ = error
-    return unavailable
-
-
-class _Outage:
-    """One WARNING when the store goes out of reach after it had answered, and one line when it
-    is back, however many jobs fail between the two (every store thread shares it). A store
-    that never answered is its caller's to report (a server that cannot start, a CLI error)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.since: float | None = None
-        self._answered = False
-
-    def note(self, outcomes: list[_Outcome]) -> None:
-        down = next((e for _, _, e in outcomes if isinstance(e, StoreUnavailable)), None)
-        if down is None and self.since is None and self._answered:
-            return  # the usual case, without the lock
-        with self._lock:
-            if down is not None:
-                if self.since is None:
-                    self.since = time.monotonic()
-                    if self._answered:
-                        _metrics.STORE_OUTAGES.inc()
-                        _log.warning(
-                            "%s; callers are told to try again (HTTP 503) until it is back", down
-                        )
-            elif any(error is None for _, _, error in outcomes):
-                if self.since is not None and self._answered:
-                    _log.warning(
-                        "the store is available again after %.1f s",
-                        time.monotonic() - self.since,
-                    )
-                self.since = None
-                self._answered = True
 
 
 def _job_name(fn: Callable[..., Any]) -> str:

@@ -4,15 +4,7 @@ app-facing API: it may change with any release, and the API snapshot leaves it o
 """
 
 from looping_core.store._access import PluginAccess
-from looping_core.store._db import (
-    Database,
-    StoreError,
-    StoreUnavailable,
-    connection_problem,
-    open_database,
-    raise_one_line,
-    store_url_problem,
-)
+from looping_core.store._db import Database, open_database, store_url_problem
 from looping_core.store._errors import (
     ContextMismatch,
     InvalidPageToken,
@@ -42,6 +34,12 @@ from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
 from looping_core.store._turns import BegunTurn, TurnStart
+from looping_core.store._unreachable import (
+    StoreError,
+    StoreUnavailable,
+    connection_problem,
+    raise_one_line,
+)
 
 __all__ = [
     "NON_TERMINAL",
