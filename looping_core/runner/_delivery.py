@@ -73,7 +73,7 @@ class PushDeliverer:
         every turn: most settle with no push config, and a look is two statements."""
         if self._store.pushes_queued != self._queued_seen:
             self._queued_seen = self._store.pushes_queued
-            self._wake.set()
+            self.wake()
 
     async def _loop(self) -> None:
         while not self._stopping:

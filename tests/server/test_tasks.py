@@ -723,19 +723,21 @@ async def test_a_blocking_send_on_the_job_engine_waits_for_events_not_a_poll(
 async def test_the_deliverer_looks_after_a_turn_only_when_it_queued_a_push(
     gateway: FakeGateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Turns without a push config end without the deliverer reading the outbox (two statements
-    each); a turn with one still has its push delivered at once, not at the next 5 s look."""
+    """Turns without a push config end without waking the deliverer (a look is two outbox
+    statements); a turn with one wakes it, and its push is delivered at once, not at the next
+    periodic look (every 5 s, which wakes nothing and is not counted here)."""
     agent, runner = await start_agent([gateway.origin])
     gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
-    store = agent.app[SERVICES].store
-    read_due = store.due_pushes
-    looks: list[int] = []
+    deliverer = agent.app[SERVICES].deliverer
+    assert deliverer is not None
+    wake = deliverer.wake
+    wakes: list[str] = []
 
-    async def counted(limit: int = 32) -> Any:
-        looks.append(limit)
-        return await read_due(limit)
+    def counted() -> None:
+        wakes.append("woken")
+        wake()
 
-    monkeypatch.setattr(store, "due_pushes", counted)
+    monkeypatch.setattr(deliverer, "wake", counted)
     try:
         for n in range(5):
             status, body = await gateway.send_turn(
@@ -743,15 +745,15 @@ async def test_the_deliverer_looks_after_a_turn_only_when_it_queued_a_push(
                 return_immediately=False,
             )  # fmt: skip
             assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", body
-        assert looks == []
+        assert wakes == []
         status, body = await gateway.send_turn(agent.endpoint, tenant="sdk", text="pushed")
         assert status == 200, body
-        [push] = await gateway.wait_for_pushes(1, timeout=3)  # well before the 5 s look
+        [push] = await gateway.wait_for_pushes(1, timeout=30)
     finally:
         await agent.session.close()
         await runner.cleanup()
     assert push.json["task"]["id"] == body["result"]["task"]["id"]
-    assert looks  # the push's own turn woke it
+    assert wakes == ["woken"]  # the push's own turn woke it
 
 
 async def test_a_turn_with_a_free_slot_is_accepted_and_begun_in_one_transaction(

@@ -91,9 +91,11 @@ async def test_a_failing_job_has_its_batch_run_again_without_it(tmp_path: Path) 
         blocker = threading.Event()
         held = asyncio.ensure_future(database.run_alone(blocker.wait, 30))
         await asyncio.sleep(0.05)  # the store thread is busy: the jobs below form one batch
-        jobs = [database.run(counted, f"job-{n}", n == 3) for n in range(6)]
-        jobs.append(database.run_once(counted, "once"))
-        jobs.extend(database.run(counted, f"late-{n}") for n in range(2))
+        calls = [database.run(counted, f"job-{n}", n == 3) for n in range(6)]
+        calls.append(database.run_once(counted, "once"))
+        calls.extend(database.run(counted, f"late-{n}") for n in range(2))
+        jobs = [asyncio.ensure_future(call) for call in calls]
+        await asyncio.sleep(0)  # every job is queued behind the blocker
         blocker.set()
         results = await asyncio.gather(*jobs, return_exceptions=True)
         await held
