@@ -179,11 +179,17 @@ class Turns(Events, PushConfigs):
             task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
             if not begin:
                 return TurnStart(task, True)
-            working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
-            update = TaskStatusUpdateEvent(task_id, context_id, working)
-            self._insert_events(task_id, 1, [StreamResponse(status_update=update)], stamp)
+            working = self._working_event(task_id, context_id, 1, stamp)
             begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
             return TurnStart(task, True, begun=begun)
+
+    def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
+        """Write the WORKING event a turn's begin reports, as event `seq` (the number the
+        begin's own write took); returns the status."""
+        working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
+        update = TaskStatusUpdateEvent(task_id, context_id, working)
+        self._insert_events(task_id, seq, [StreamResponse(status_update=update)], stamp)
+        return working
 
     def _begin_next_turn(self, head: Head, message_id: str, stamp: int) -> None:
         """An interrupted task's follow-up begins its next turn (SUBMITTED, on this server)."""
@@ -374,11 +380,7 @@ class Turns(Events, PushConfigs):
                     return None
                 seq, tenant, issuer, subject, turn_message, *columns = row
                 head = Head(*columns)
-                status = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
-                update = TaskStatusUpdateEvent(task_id, head.context_id, status)
-                self._insert_events(
-                    task_id, int(seq), [StreamResponse(status_update=update)], stamp
-                )
+                self._working_event(task_id, head.context_id, int(seq), stamp)
                 task = self._snapshot(task_id, None, include_artifacts=False, head=head)
                 caller = Identity(tenant, issuer, subject)
                 return BegunTurn(task, caller, _turn_message(task, turn_message))
