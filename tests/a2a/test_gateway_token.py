@@ -9,9 +9,11 @@ import time
 
 import pytest
 from joserfc import jws
+from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OctKey
 
-from looping_core.a2a._jose import b64url, b64url_decode
+from looping_core.a2a import SigningKey
+from looping_core.a2a._jose import b64url, b64url_decode, public_key, sign_compact, verify_compact
 from looping_core.testing import FakeGateway, ed25519_private_jwk, make_gateway_token
 
 from support.serving import RunningAgent, start_agent
@@ -287,3 +289,22 @@ async def test_refusals_are_logged_with_the_check_but_never_the_token(
     assert "check=audience-mismatch" in caplog.text
     assert token not in caplog.text
     assert token.split(".")[2] not in caplog.text
+
+
+@pytest.mark.parametrize("alg", ["HS256", "none"])
+def test_the_jws_layer_itself_knows_only_eddsa(alg: str) -> None:
+    """Behind the alg check of every caller, the JWS layer refuses any other algorithm on its
+    own (its registry knows the two EdDSA names only), and an EdDSA token verifies without a
+    warning (the suite turns warnings into errors)."""
+    gateway_key = SigningKey.from_jwk(ed25519_private_jwk("gw"))
+    public = public_key(gateway_key.public_jwk)
+    assert public is not None
+    payload = b'{"sub":"x"}'
+    if alg == "none":
+        forged = f"{b64url(json.dumps({'alg': 'none'}).encode())}.{b64url(payload)}."
+    else:  # HMAC keyed with the public key's bytes: the classic confusion
+        oct_key = OctKey.import_key(b64url_decode(gateway_key.public_jwk["x"]))
+        forged = jws.serialize_compact({"alg": "HS256"}, payload, oct_key, algorithms=["HS256"])
+    with pytest.raises(JoseError):
+        verify_compact(forged, public)
+    assert verify_compact(sign_compact({}, payload, gateway_key.key), public) == payload

@@ -16,6 +16,7 @@ import threading
 import traceback
 from collections.abc import Iterator
 from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -40,8 +41,18 @@ def stacks() -> str:
     except RuntimeError:
         tasks = set()  # no loop runs: the threads say it all
     for task in tasks:
-        out.write(f"\n--- task {task.get_name()}: {task.get_coro()!r} ---\n")
-        task.print_stack(file=out)
+        out.write(f"\n--- task {task.get_name()} ---\n")
+        # Down the chain of awaits to what it waits on (a task's own stack stops at its top
+        # coroutine, which says little about a hang).
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is None:
+                out.write(f"  waiting on {awaited!r}\n")
+                break
+            code = frame.f_code
+            out.write(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}\n')
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
     return out.getvalue()
 
 
