@@ -22,9 +22,11 @@
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
   once (LISTEN/NOTIFY), which cancels it (one in this process is canceled directly). No one
   polls for ended tasks.
-- **Store outages.** procrastinate stops a worker whose store went away (its listener or
-  heartbeat fails: it returns, or raises). `JobEngine` starts every such worker again, after
-  0.5 s doubling to 10 s, for as long as it runs, and says so in `running` (readiness) meanwhile.
+- **Store outages.** procrastinate stops a worker whose store went away (its listener,
+  heartbeat or fetch fails: it returns, or raises). `JobEngine` starts every such worker again,
+  after 0.5 s doubling to 10 s, for as long as it runs, with the pool's broken connections
+  replaced first, and says so in `running` (readiness) from the moment the worker stops
+  fetching (it drains its running jobs before it returns).
   A job the outage interrupted raises `RetryLater` when the store answers again; one whose end
   could not be recorded at all stays `doing` under its dead worker, and the sweep hands it back.
 """
@@ -98,7 +100,9 @@ def _one_line(error: BaseException) -> str:
 
 class _Worker(procrastinate.worker.Worker):
     """procrastinate's worker, telling `on_stop` the moment it decides to stop (its store went
-    away, say), not when its shutdown is over: readiness must not say "running" meanwhile."""
+    away, say), not when its shutdown is over: readiness must not say "running" meanwhile. A
+    worker stops two ways: `stop` (a side task such as its listener failed), or a fetch that
+    raises, after which it drains its running jobs (up to the grace) before `run` raises."""
 
     def __init__(self, *, on_stop: Callable[[], None], **options: Any) -> None:
         super().__init__(**options)
@@ -107,6 +111,15 @@ class _Worker(procrastinate.worker.Worker):
     def stop(self) -> None:
         self._on_stop()
         super().stop()  # type: ignore[no-untyped-call]
+
+    async def _fetch_and_process_jobs(self) -> None:
+        # procrastinate's own fetch loop (3.8 and later; the floors run that release): no
+        # public hook says that a fetch failed, and the worker fetches nothing after one.
+        try:
+            await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
+        except Exception:
+            self._on_stop()
+            raise
 
 
 class RetryLater(Exception):
@@ -214,6 +227,7 @@ class JobEngine:
         # A pool that waits for a connection only briefly: a worker stopping because the store
         # went away must not hang in its shutdown (psycopg's default wait is 30 s).
         connector = procrastinate.PsycopgConnector(conninfo=url, timeout=POOL_WAIT_SECONDS)
+        self._connector = connector
         self.app = procrastinate.App(connector=connector)
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
@@ -372,6 +386,10 @@ class JobEngine:
             stalled_worker_timeout=self._config.stalled_after_seconds,
             shutdown_graceful_timeout=SHUTDOWN_GRACE_SECONDS,
         )
+        # The pool's idle connections may be ones the outage closed (a store restart closes
+        # them all): each would fail the next query on it and stop a worker once more after
+        # the store is back. They are tried here, and the broken ones replaced.
+        await self._connector.pool.check()
         self._down.discard(name)
         await worker.run()  # type: ignore[no-untyped-call]
 
