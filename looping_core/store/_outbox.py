@@ -15,7 +15,7 @@ from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a.internal import printable, undeliverable_reason
 from looping_core.store._models import PushAttempt, PushOutbox
-from looping_core.store._rows import StoreBase, now_us
+from looping_core.store._rows import Head, StoreBase, now_us
 
 __all__ = ["Outbox", "OutboxItem", "PendingPushes"]
 
@@ -49,12 +49,28 @@ class Outbox(StoreBase):
     """How often this process's jobs queued pushes: a hint that lets the deliverer skip looking
     after a turn that queued none (a job undone and run again may count twice: a spare look)."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._unsent: dict[str, list[OutboxItem]] = {}
+        """Pushes a committed write queued without a job, by task, until its job takes them
+        (`unsent_pushes`): the turn's own job delivers them without reading them back. (A job
+        a shutdown cancels between the two leaves its entry: the process is stopping, and the
+        job runs again on another worker, which reads them.)"""
+
     def _queue_pushes(
-        self, task_id: str, event: StreamResponse | None = None, *, defer: bool = True
+        self,
+        task_id: str,
+        event: StreamResponse | None = None,
+        *,
+        defer: bool = True,
+        head: Head | None = None,
+        unsent: list[OutboxItem] | None = None,
     ) -> None:
-        """Queue a push to each of the task's configs: `event`, or the task as it is now.
-        `defer`: tell the job engine (if any) now; without it, the caller's job delivers them
-        (`unsent_pushes`), and a delivery to try again is deferred then."""
+        """Queue a push to each of the task's configs: `event`, or the task as it is now (its
+        row is `head` when the caller just wrote it). `defer`: tell the job engine (if any)
+        now; without it, the caller's job delivers them (`unsent_pushes`), and a delivery to
+        try again is deferred then; `unsent` gets those items, for the caller to keep once
+        its write committed (`_keep_unsent`)."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
@@ -62,7 +78,8 @@ class Outbox(StoreBase):
             return
         self.pushes_queued += 1
         if event is None:
-            event = StreamResponse(task=self._snapshot(task_id, 0, include_artifacts=True))
+            task = self._snapshot(task_id, 0, include_artifacts=True, head=head)
+            event = StreamResponse(task=task)
         body = json.dumps(to_wire(event), separators=(",", ":"))
         stamp = now_us()
         trace = _tracing.traceparent()  # the job runs in its caller's context
@@ -70,6 +87,7 @@ class Outbox(StoreBase):
             settings = json.loads(config)
             url = settings.get("url", "")
             problems = _undeliverable(settings)
+            jti = str(uuid.uuid4())
             # A config the edge refuses today may have been stored by an earlier release. It is
             # queued as failed, with the reason as its one attempt, so the terminal write that
             # queues it still commits and the other configs' pushes still go out.
@@ -80,7 +98,7 @@ class Outbox(StoreBase):
                 (
                     task_id,
                     printable(config_id),
-                    str(uuid.uuid4()),
+                    jti,
                     printable(url),
                     body,
                     "failed" if problems else "pending",
@@ -100,6 +118,24 @@ class Outbox(StoreBase):
                 )
             elif defer:
                 self._queue_push(outbox_id)
+            elif unsent is not None:
+                row = (
+                    outbox_id,
+                    task_id,
+                    printable(config_id),
+                    jti,
+                    printable(url),
+                    body,
+                    0,
+                    stamp,
+                )
+                unsent.append(_item(row, settings, trace))
+
+    def _keep_unsent(self, task_id: str, items: list[OutboxItem]) -> None:
+        """The pushes a write queued without a job, now that it committed: `unsent_pushes`
+        hands them to the task's job."""
+        if items:
+            self._unsent[task_id] = items
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
         """This process's pending deliveries that are due, with their config's credentials."""
@@ -116,7 +152,11 @@ class Outbox(StoreBase):
     async def unsent_pushes(self, task_id: str) -> list[OutboxItem]:
         """The task's pending pushes of the task itself (an end, a question to the caller: not
         progress, which has jobs of its own) never tried yet: what a job engine's turn job
-        delivers once its turn ended."""
+        delivers once its turn ended. Those a turn's end queued in this process are not read
+        back (`_keep_unsent`); a job run again elsewhere (its worker died) reads them."""
+        kept = self._unsent.pop(task_id, None)
+        if kept is not None:
+            return kept
 
         def read() -> list[OutboxItem]:
             return self._items(
@@ -151,17 +191,8 @@ class Outbox(StoreBase):
             if config is None:
                 self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
                 continue
-            settings = json.loads(config)
-            auth = settings.get("authentication")
-            credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
-            items.append(
-                OutboxItem(
-                    id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url,
-                    body=body.encode(), attempts=tries, created_ts=created,
-                    token=settings.get("token", ""),
-                    authentication=credentials, traceparent=trace,
-                )
-            )  # fmt: skip
+            row = (row_id, task_id, config_id, jti, url, body, tries, created)
+            items.append(_item(row, json.loads(config), trace))
         return items
 
     async def pending_pushes(self) -> PendingPushes:
@@ -244,3 +275,20 @@ def _undeliverable(settings: dict[str, Any]) -> str:
         auth.get("scheme", "") if auth else None,
         auth.get("credentials", "") if auth else "",
     )
+
+
+def _item(
+    row: tuple[int, str, str, str, str, str, int, int],
+    settings: dict[str, Any],
+    traceparent: str | None,
+) -> OutboxItem:
+    """An outbox row (id, task, config, jti, url, body, attempts, created) as the deliverer
+    takes it, with its config's credentials."""
+    row_id, task_id, config_id, jti, url, body, attempts, created_ts = row
+    auth = settings.get("authentication")
+    credentials = (auth["scheme"], auth.get("credentials", "")) if auth else None
+    return OutboxItem(
+        id=row_id, task_id=task_id, config_id=config_id, jti=jti, url=url, body=body.encode(),
+        attempts=attempts, created_ts=created_ts, token=settings.get("token", ""),
+        authentication=credentials, traceparent=traceparent,
+    )  # fmt: skip

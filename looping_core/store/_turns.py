@@ -6,7 +6,6 @@ in the same transaction (a transactional outbox), so a crash can lose neither.
 
 from __future__ import annotations
 
-import functools
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,6 +31,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
 from looping_core.store._events import Events
+from looping_core.store._outbox import OutboxItem
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
     NON_TERMINAL,
@@ -122,16 +122,12 @@ class Turns(Events, PushConfigs):
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
-            duplicate = self._sql(
-                "SELECT task_id FROM messages"
-                " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
-                (*scope, message.message_id),
-            ).fetchone()
-            if duplicate is not None:
-                return TurnStart(self._snapshot(duplicate[0], None, include_artifacts=True), False)
             stamp = now_us()
             joined = False
             if message.task_id:
+                duplicate = self._first_turn_of(scope, message.message_id)
+                if duplicate is not None:
+                    return duplicate
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
                 joined = head.state in RUNNING
@@ -143,10 +139,15 @@ class Turns(Events, PushConfigs):
                 task_id = str(uuid.uuid4())
                 context_id = message.context_id or str(uuid.uuid4())
                 state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
-                self._sql(
+                # The new task is written only if the message is new: the duplicate check and
+                # the write are one statement (the unique index on messages still decides a
+                # race between two connections: IntegrityError, and `start_turn` tries again).
+                inserted = self._sql(
                     "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
                     " status_message, status_ts, created_ts, node, worker, turn_message,"
-                    " event_seq) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)",
+                    " event_seq) SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
+                    " (SELECT 1 FROM messages"
+                    " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)",
                     (
                         task_id,
                         *scope,
@@ -158,8 +159,14 @@ class Turns(Events, PushConfigs):
                         self._worker,
                         message.message_id,
                         1 if begin else 0,
+                        *scope,
+                        message.message_id,
                     ),
-                )
+                ).rowcount
+                if inserted != 1:
+                    duplicate = self._first_turn_of(scope, message.message_id)
+                    assert duplicate is not None  # the NOT EXISTS found its message
+                    return duplicate
                 if not begin:
                     self._queue_turn(task_id)
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
@@ -182,6 +189,18 @@ class Turns(Events, PushConfigs):
             working = self._working_event(task_id, context_id, 1, stamp)
             begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
             return TurnStart(task, True, begun=begun)
+
+    def _first_turn_of(self, scope: tuple[str, str, str], message_id: str) -> TurnStart | None:
+        """The task a message already started or joined (a duplicate starts nothing), or `None`
+        for a message never seen."""
+        row = self._sql(
+            "SELECT task_id FROM messages"
+            " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
+            (*scope, message_id),
+        ).fetchone()
+        if row is None:
+            return None
+        return TurnStart(self._snapshot(row[0], None, include_artifacts=True), False)
 
     def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
         """Write the WORKING event a turn's begin reports, as event `seq` (the number the
@@ -239,27 +258,35 @@ class Turns(Events, PushConfigs):
         when given, becomes the task's. With `taken_through` (the last message a turn took), only
         if no follow-up joined after it: a turn never ends over a message it has not seen.
         `answer_with_message`: a blocking SendMessage answers with `reply` as a direct message.
-        `defer_pushes=False`: the pushes it queues get no job of their own (the turn's job
-        delivers them; see `Outbox._queue_pushes`).
+        `defer_pushes=False`: the pushes it queues get no job of their own: the turn's job
+        delivers them, and `unsent_pushes` hands it these without reading them back.
 
         One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
         pushes for terminal and interrupted states are written in the same transaction. Returns
         whether this call won.
         """
-        write = functools.partial(
-            self._transition,
-            allowed_from=tuple(allowed_from),
-            status_message=status_message,
-            reply=reply,
-            artifacts=tuple(artifacts),
-            metadata=metadata,
-            taken_through=taken_through,
-            answer_with_message=answer_with_message,
-            defer_pushes=defer_pushes,
-        )
-        won = await self._db.run(write, task_id, to)
+        unsent: list[OutboxItem] = []
+
+        def write() -> bool:
+            unsent.clear()  # a batch undone runs its jobs again
+            return self._transition(
+                task_id,
+                to,
+                allowed_from=tuple(allowed_from),
+                status_message=status_message,
+                reply=reply,
+                artifacts=tuple(artifacts),
+                metadata=metadata,
+                taken_through=taken_through,
+                answer_with_message=answer_with_message,
+                defer_pushes=defer_pushes,
+                unsent=unsent,
+            )
+
+        won = await self._db.run(write)
         if won:
             self._events_written(task_id)
+            self._keep_unsent(task_id, unsent)
         return won
 
     def _transition(
@@ -275,6 +302,7 @@ class Turns(Events, PushConfigs):
         taken_through: str | None = None,
         answer_with_message: bool = False,
         defer_pushes: bool = True,
+        unsent: list[OutboxItem] | None = None,
     ) -> bool:
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
@@ -304,7 +332,8 @@ class Turns(Events, PushConfigs):
                 " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
                 " event_seq = event_seq + ?"
                 f" WHERE id = ? AND state IN ({marks}){unseen}"
-                " RETURNING event_seq, context_id, tenant, issuer, subject",
+                " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
+                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
                 (
                     to.value,
                     compact(message_wire) if message_wire else None,
@@ -319,7 +348,7 @@ class Turns(Events, PushConfigs):
             ).fetchone()
             if row is None:
                 return False
-            last, context_id, *owner = row
+            last, context_id, *owner, metadata_now, pushed = row
             # The agent's messages carry their task and context, as A2A asks of a server's:
             # the runner addresses them; here those of callers that could not.
             if status_message and _unaddressed(status_message, task_id, context_id):
@@ -351,8 +380,11 @@ class Turns(Events, PushConfigs):
             update = {"taskId": task_id, "contextId": context_id, "status": status}
             bodies.append(compact({"statusUpdate": update}))
             self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
-            if to in _NOTIFY:
-                self._queue_pushes(task_id, defer=defer_pushes)
+            if to in _NOTIFY and pushed:
+                # The task as this write left it: the push's snapshot reads no row back.
+                status_now = compact(message_wire) if message_wire else None
+                head = Head(task_id, context_id, to.value, status_now, stamp, metadata_now)
+                self._queue_pushes(task_id, defer=defer_pushes, head=head, unsent=unsent)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:

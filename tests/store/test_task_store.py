@@ -7,12 +7,15 @@ eight threads race on their own connections, so its unique index and guarded upd
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
+import attrs
 import psycopg
 import pytest
 
 from looping_core.a2a import (
+    AuthenticationInfo,
     Message,
     Part,
     Role,
@@ -107,6 +110,36 @@ async def test_racing_terminal_writes_have_exactly_one_winner(database: Database
     assert (await store.get(ALICE, task.id)).status.state is winner
     [queued] = await store.outbox(task.id)  # one terminal state, one push
     assert queued["state"] == "pending"
+
+
+async def test_a_turns_end_hands_its_job_the_pushes_it_queued_as_a_read_would(
+    database: Database,
+) -> None:
+    """A turn's end queued without push jobs (`defer_pushes=False`): its job takes the pushes
+    from the write that committed them, the same items another process reads back, once."""
+    store = TaskStore(database)
+    elsewhere = TaskStore(database)  # a worker the job would run on after this one died
+    authenticated = TaskPushNotificationConfig(
+        url="https://gateway.example/push2",
+        id="second",
+        authentication=AuthenticationInfo(scheme="Bearer", credentials="s3cret"),
+    )
+    task = (await store.start_turn(ALICE, user_message(), push_config())).task
+    await store.put_push_config(ALICE, attrs.evolve(authenticated, task_id=task.id))
+    assert await store.begin_turn(task.id) is not None
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
+    assert await store.transition(
+        task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, defer_pushes=False
+    )
+    read = await elsewhere.unsent_pushes(task.id)
+    assert [item.config_id for item in read] == [task.id, "second"]
+    assert read[1].authentication == ("Bearer", "s3cret")
+    assert json.loads(read[0].body)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert await store.unsent_pushes(task.id) == read
+    assert await store.unsent_pushes(task.id) == read  # read back now: still pending, untried
+    failed = Message(message_id="r2", role=Role.ROLE_AGENT, parts=(Part(text="no"),))
+    assert not await store.transition(task.id, TaskState.TASK_STATE_FAILED, reply=failed)
+    assert await store.unsent_pushes(task.id) == read  # a write that lost queued nothing
 
 
 async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> None:
