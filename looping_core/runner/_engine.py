@@ -18,7 +18,9 @@
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
   says, exactly as after a local crash. A turn whose worker died `LOST_WORKER_LIMIT` times is
   failed instead (`WORKER_LOST`): it may be what kills them. A worker that stops gracefully
-  hands its running turns back the same way.
+  hands its running turns back the same way. The same sweep analyzes procrastinate's jobs table
+  once it has changed by more rows than it had (`refresh_jobs_statistics`): statistics from a
+  quiet spell would plan the fetch of a burst of turns tens of times slower.
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
   once (LISTEN/NOTIFY), which cancels it (one in this process is canceled directly). No one
   polls for ended tasks.
@@ -50,6 +52,7 @@ from looping_core import _metrics
 from looping_core.a2a import TaskState
 from looping_core.config import RetentionConfig, RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
+from looping_core.runner._engine_schema import refresh_jobs_statistics
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
@@ -292,6 +295,7 @@ class JobEngine:
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
         try:
+            await refresh_jobs_statistics(self.app.connector)
             stalled = await self.app.job_manager.get_stalled_jobs(
                 seconds_since_heartbeat=self._config.stalled_after_seconds
             )

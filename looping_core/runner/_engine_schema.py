@@ -22,6 +22,7 @@ __all__ = [
     "analyze_engine_tables",
     "apply_engine_schema",
     "engine_schema",
+    "refresh_jobs_statistics",
 ]
 
 _TABLE = "looping_job_engine_schema"
@@ -110,3 +111,29 @@ def analyze_engine_tables(connection: Any) -> None:
     waiting instead of 1.5, which is what made the job engine's benchmark slow in some runs and
     not others. Never analyzed, or analyzed empty, it is planned well."""
     connection.execute(f"ANALYZE {', '.join(ENGINE_TABLES)}")
+
+
+_JOBS_CHURN = (
+    "SELECT s.n_mod_since_analyze AS changed, GREATEST(c.reltuples, 0) AS analyzed_rows"
+    " FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid"
+    " WHERE s.relid = 'procrastinate_jobs'::regclass"
+)
+_JOBS_CHURN_FLOOR = 100
+"""Fewer changes than this never make the jobs table analyzed (a quiet engine's sweeps)."""
+
+
+async def refresh_jobs_statistics(connector: Any) -> bool:
+    """Analyze `procrastinate_jobs` once it has changed by more rows than it had when last
+    analyzed (at least `_JOBS_CHURN_FLOOR`); whether it did. `connector`: procrastinate's
+    async connector. Called by every sweep (`sweep_seconds`).
+
+    Statistics taken during a quiet spell (a periodic job or two) say the turns queue is empty,
+    and procrastinate's fetch is then planned to read every waiting turn (see
+    `analyze_engine_tables`). Autovacuum corrects them only after its own threshold and its
+    nap (a minute by default), while a burst of turns is fetched tens of times slower; a
+    sweep corrects them within `sweep_seconds`. The check is one catalog read."""
+    row = await connector.execute_query_one_async(_JOBS_CHURN)
+    if row["changed"] < max(_JOBS_CHURN_FLOOR, row["analyzed_rows"]):
+        return False
+    await connector.execute_query_async("ANALYZE procrastinate_jobs")
+    return True
