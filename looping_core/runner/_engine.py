@@ -44,6 +44,7 @@ from typing import Any
 
 import procrastinate
 import procrastinate.worker
+import psycopg_pool
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
@@ -123,6 +124,22 @@ class _Worker(procrastinate.worker.Worker):
         except Exception:
             self._on_stop()
             raise
+
+
+def _pool(**options: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
+    """procrastinate's connection pool, with a check before each connection it lends that costs
+    no round trip (`_still_connected`) instead of the empty query procrastinate asks for: that
+    query was a quarter of the engine's round trips, two per turn (the fetch's, the finish's)."""
+    return psycopg_pool.AsyncConnectionPool(**{**options, "check": _still_connected})
+
+
+async def _still_connected(connection: Any) -> None:
+    """Raise for a connection the server has closed (a restart, an outage, an administrator),
+    so the pool opens another instead of lending it. It reads what the socket holds without
+    waiting: the server's goodbye first, then the closed socket. A connection cut off without
+    a word from the server is found by its first query, as with any check."""
+    for _ in range(2):
+        connection.pgconn.consume_input()
 
 
 class RetryLater(Exception):
@@ -229,7 +246,9 @@ class JobEngine:
         self._config = config
         # A pool that waits for a connection only briefly: a worker stopping because the store
         # went away must not hang in its shutdown (psycopg's default wait is 30 s).
-        connector = procrastinate.PsycopgConnector(conninfo=url, timeout=POOL_WAIT_SECONDS)
+        connector = procrastinate.PsycopgConnector(
+            conninfo=url, timeout=POOL_WAIT_SECONDS, pool_factory=_pool
+        )
         self._connector = connector
         self.app = procrastinate.App(connector=connector)
         self._workers: list[asyncio.Task[None]] = []
