@@ -314,7 +314,7 @@ class JobEngine:
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
         try:
-            await refresh_jobs_statistics(self.app.connector)
+            await refresh_jobs_statistics(self._connector)
             stalled = await self.app.job_manager.get_stalled_jobs(
                 seconds_since_heartbeat=self._config.stalled_after_seconds
             )
@@ -410,8 +410,9 @@ class JobEngine:
             shutdown_graceful_timeout=SHUTDOWN_GRACE_SECONDS,
         )
         # The pool's idle connections may be ones the outage closed (a store restart closes
-        # them all): each would fail the next query on it and stop a worker once more after
-        # the store is back. They are tried here, and the broken ones replaced.
+        # them all). The pool checks each one it lends, but after one that fails it pauses (a
+        # second, then two) before the next, long enough to time the worker out again: they
+        # are all tried here at once, and the broken ones replaced.
         await self._connector.pool.check()
         self._down.discard(name)
         await worker.run()  # type: ignore[no-untyped-call]

@@ -165,7 +165,8 @@ class Turns(Events, PushConfigs):
                 ).rowcount
                 if inserted != 1:
                     duplicate = self._first_turn_of(scope, message.message_id)
-                    assert duplicate is not None  # the NOT EXISTS found its message
+                    if duplicate is None:  # its task was pruned in between: as after a race
+                        raise peewee.IntegrityError("the message's task is gone; try again")
                     return duplicate
                 if not begin:
                     self._queue_turn(task_id)
