@@ -62,15 +62,14 @@ class Outbox(StoreBase):
         task_id: str,
         event: StreamResponse | None = None,
         *,
-        defer: bool = True,
         head: Head | None = None,
         unsent: list[OutboxItem] | None = None,
     ) -> None:
         """Queue a push to each of the task's configs: `event`, or the task as it is now (its
-        row is `head` when the caller just wrote it). `defer`: tell the job engine (if any)
-        now; without it, the caller's job delivers them (`unsent_pushes`), and a delivery to
-        try again is deferred then; `unsent` gets those items, for the caller to keep once
-        its write committed (`_keep_unsent`)."""
+        row is `head` when the caller just wrote it). Each gets a job of the job engine (if
+        any) now, unless `unsent` is given: then it gets the items instead, for the caller to
+        keep once its write committed (`_keep_unsent`), and its job delivers them; a delivery
+        to try again is deferred then."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
@@ -83,9 +82,9 @@ class Outbox(StoreBase):
         body = json.dumps(to_wire(event), separators=(",", ":"))
         stamp = now_us()
         trace = _tracing.traceparent()  # the job runs in its caller's context
-        for config_id, config in configs:
+        for raw_config_id, config in configs:
             settings = json.loads(config)
-            url = settings.get("url", "")
+            config_id, url = printable(raw_config_id), printable(settings.get("url", ""))
             problems = _undeliverable(settings)
             jti = str(uuid.uuid4())
             # A config the edge refuses today may have been stored by an earlier release. It is
@@ -97,9 +96,9 @@ class Outbox(StoreBase):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     task_id,
-                    printable(config_id),
+                    config_id,
                     jti,
-                    printable(url),
+                    url,
                     body,
                     "failed" if problems else "pending",
                     1 if problems else 0,
@@ -116,26 +115,16 @@ class Outbox(StoreBase):
                     " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
                     (outbox_id, stamp, f"undeliverable config: {problems}"),
                 )
-            elif defer:
+            elif unsent is None:
                 self._queue_push(outbox_id)
-            elif unsent is not None:
-                row = (
-                    outbox_id,
-                    task_id,
-                    printable(config_id),
-                    jti,
-                    printable(url),
-                    body,
-                    0,
-                    stamp,
-                )
+            else:
+                row = (outbox_id, task_id, config_id, jti, url, body, 0, stamp)
                 unsent.append(_item(row, settings, trace))
 
     def _keep_unsent(self, task_id: str, items: list[OutboxItem]) -> None:
         """The pushes a write queued without a job, now that it committed: `unsent_pushes`
-        hands them to the task's job."""
-        if items:
-            self._unsent[task_id] = items
+        hands them to the task's job (an empty list too: it then reads nothing)."""
+        self._unsent[task_id] = items
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
         """This process's pending deliveries that are due, with their config's credentials."""

@@ -266,10 +266,12 @@ class Turns(Events, PushConfigs):
         pushes for terminal and interrupted states are written in the same transaction. Returns
         whether this call won.
         """
-        unsent: list[OutboxItem] = []
+        # The pushes it queues without a job, for the turn's job (none: each gets a job).
+        unsent: list[OutboxItem] | None = None if defer_pushes else []
 
         def write() -> bool:
-            unsent.clear()  # a batch undone runs its jobs again
+            if unsent is not None:
+                unsent.clear()  # a batch undone runs its jobs again
             return self._transition(
                 task_id,
                 to,
@@ -280,14 +282,14 @@ class Turns(Events, PushConfigs):
                 metadata=metadata,
                 taken_through=taken_through,
                 answer_with_message=answer_with_message,
-                defer_pushes=defer_pushes,
                 unsent=unsent,
             )
 
         won = await self._db.run(write)
         if won:
             self._events_written(task_id)
-            self._keep_unsent(task_id, unsent)
+            if unsent is not None:  # committed: the job takes them (none at all: no read)
+                self._keep_unsent(task_id, unsent)
         return won
 
     def _transition(
@@ -302,7 +304,6 @@ class Turns(Events, PushConfigs):
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
         answer_with_message: bool = False,
-        defer_pushes: bool = True,
         unsent: list[OutboxItem] | None = None,
     ) -> bool:
         if to in TERMINAL_STATES:
@@ -385,7 +386,7 @@ class Turns(Events, PushConfigs):
                 # The task as this write left it: the push's snapshot reads no row back.
                 status_now = compact(message_wire) if message_wire else None
                 head = Head(task_id, context_id, to.value, status_now, stamp, metadata_now)
-                self._queue_pushes(task_id, defer=defer_pushes, head=head, unsent=unsent)
+                self._queue_pushes(task_id, head=head, unsent=unsent)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:
