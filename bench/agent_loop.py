@@ -1,7 +1,7 @@
 """Agent-loop benchmark: looping-core's LoopingAgent against pydantic-ai's Agent, same model server.
 
     python bench/agent_loop.py [--turns 200] [--levels 1,16] [--latency-ms 5] [--rounds 3]
-                               [--repeat 3]
+                               [--repeat 3] [--their-transport httpx|aiohttp]
 
 Every turn asks the model, runs the `lookup` tool it calls, gives it the result, three times
 (`--rounds`), then takes its text answer: four model calls and three tool calls. The model is
@@ -13,8 +13,10 @@ time measured here is the agents' own.
   runs it minus the HTTP edge: each turn is accepted (`start_turn`), begun, run and ended with
   guarded writes, and every step of the loop (the user message, each model response, each tool
   result) is committed to the session store before the next begins. It streams from the model.
-- pydantic-ai: `Agent.run` with its OpenAI chat model (the same official `openai` client), the
-  tool registered with `tool_plain`; its conversation stays in memory.
+- pydantic-ai: `Agent.run` with its OpenAI chat model (the same official `openai` client, on its
+  default httpx transport, or with `--their-transport aiohttp` on the aiohttp one that
+  looping-core's provider uses), the tool registered with `tool_plain`; its conversation stays in
+  memory.
 
 For each concurrency level it prints turns/s, p50 and p99 turn latency and CPU milliseconds per
 turn, for both, `--repeat` times taking turns, then the medians. Numbers only; nothing is
@@ -164,12 +166,14 @@ class Ours:
 
 
 class Theirs:
-    def __init__(self, base_url: str) -> None:
-        from pydantic_ai import Agent  # noqa: PLC0415 - a bench-only dependency
+    def __init__(self, base_url: str, transport: str) -> None:
+        import openai  # noqa: PLC0415 - a bench-only dependency
+        from pydantic_ai import Agent  # noqa: PLC0415
         from pydantic_ai.models.openai import OpenAIChatModel as PydanticOpenAIModel  # noqa: PLC0415
         from pydantic_ai.providers.openai import OpenAIProvider  # noqa: PLC0415
 
-        provider = OpenAIProvider(base_url=base_url, api_key="unused")
+        self._http: Any = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
+        provider = OpenAIProvider(base_url=base_url, api_key="unused", http_client=self._http)
         self.agent: Any = Agent(
             PydanticOpenAIModel("bench", provider=provider),
             instructions="Use the lookup tool when asked.",
@@ -186,7 +190,8 @@ class Theirs:
             raise AssertionError(f"unexpected answer: {result.output!r}")
 
     async def close(self) -> None:
-        """Nothing to release."""
+        if self._http is not None:
+            await self._http.aclose()
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -220,7 +225,7 @@ async def run(options: argparse.Namespace) -> None:
         with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
             contenders: dict[str, Any] = {
                 "looping-core": Ours(base_url, Path(folder)),
-                "pydantic-ai": Theirs(base_url),
+                "pydantic-ai": Theirs(base_url, options.their_transport),
             }
             for contender in contenders.values():  # warm up: connections, imports
                 await drive(contender.turn, 8, 4)
@@ -274,6 +279,13 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3, help="tool rounds per turn")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--their-transport",
+        choices=("httpx", "aiohttp"),
+        default="httpx",
+        help="pydantic-ai's HTTP transport: its default (httpx), or the openai client's aiohttp"
+        " one, which looping-core's provider uses",
+    )
     asyncio.run(run(parser.parse_args()))
 
 
