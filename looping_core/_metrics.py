@@ -1,7 +1,7 @@
 """What the server counts: every metric in one catalog, exposed to Prometheus across processes.
 
-Each metric is declared here once, so an operator reads one list (the README's, which a test
-compares with this one). Recording is a no-op until `enable()`: one attribute test per call, so
+Each metric is declared here once, so an operator reads one list (docs/operating.md's, which a
+test compares with this one). Recording is a no-op until `enable()`: one attribute test per call, so
 a server without `[observability] metrics_port`, or without prometheus-client installed, pays
 nothing for it.
 

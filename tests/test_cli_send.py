@@ -143,15 +143,15 @@ def test_a_config_that_trusts_no_loopback_gateway_says_so(looping_cli: Cli, tmp_
 
 
 @pytest.mark.parametrize(("binding", "transport"), [("jsonrpc", "JSONRPC"), ("rest", "HTTP+JSON")])
-def test_the_readmes_sdk_recipe_runs_as_written(
+def test_the_docs_sdk_recipe_runs_as_written(
     looping_cli: Cli, tmp_path: Path, binding: str, transport: str
 ) -> None:
-    """The README's official-SDK recipe against the example config (its ports moved to free
-    ones): `looping gateway`, `looping token`, then the recipe's code, unchanged otherwise; on
-    the SDK's JSON-RPC transport and on its REST one (a token `--binding rest`)."""
+    """The first-turn tutorial's official-SDK recipe against the example config (its ports
+    moved to free ones): `looping gateway`, `looping token`, then the recipe's code, unchanged
+    otherwise; on the SDK's JSON-RPC transport and on its REST one (a token `--binding rest`)."""
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text()
-    recipe = readme.split("<!-- sdk-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
+    tutorial = (root / "docs" / "first-turn.md").read_text()
+    recipe = tutorial.split("<!-- sdk-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
     port, gateway_port = unused_port(), unused_port()
     example = (root / "examples/looping.toml").read_text()
     config = tmp_path / "looping.toml"

@@ -1,5 +1,5 @@
 """The docs match the code: docs/plugin-hooks.md documents every hook with its exact signature
-and nothing else; the README lists every metric."""
+and nothing else; docs/operating.md lists every metric."""
 
 from __future__ import annotations
 
@@ -56,17 +56,18 @@ def test_the_specs_are_found() -> None:
     )
 
 
-README = Path(__file__).parents[1] / "README.md"
+OPERATING = Path(__file__).parents[1] / "docs" / "operating.md"
 METRIC_ROW = re.compile(r"^\| `(looping_\w+)` \| (\w+) \|\s*([\w, ]*?)\s*\|", re.MULTILINE)
 
 
-def test_the_readme_lists_every_metric_with_its_type_and_labels() -> None:
-    """The README's metrics table is the catalog in `looping_core/_metrics.py`, row for row."""
+def test_the_docs_list_every_metric_with_its_type_and_labels() -> None:
+    """The metrics table of docs/operating.md is the catalog in `looping_core/_metrics.py`, row
+    for row."""
     from looping_core import _metrics  # noqa: PLC0415
 
     listed = [
         (name, kind, tuple(label for label in labels.split(", ") if label))
-        for name, kind, labels in METRIC_ROW.findall(README.read_text())
+        for name, kind, labels in METRIC_ROW.findall(OPERATING.read_text())
     ]
     catalog = [
         (m.name + ("_total" if m.kind == "counter" else ""), m.kind, m.labels)

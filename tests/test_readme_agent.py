@@ -1,5 +1,6 @@
-"""The README's own-agent example is what it says: the class, the function and a tenant block
-make an agent that is served and calls its typed tool, with the README's test model."""
+"""The own-agent example (on the README's front page and in the own-agent tutorial, the same
+block) is what it says: the class, the function and a tenant block make an agent that is served
+and calls its typed tool, with the tutorial's test model."""
 
 from __future__ import annotations
 
@@ -13,18 +14,24 @@ from looping_core.agent import ModelRequest
 from looping_core.content import TextBlock, ToolResultMessage
 from looping_core.testing import AgentHarness, FunctionModel, ModelReply, TestModel, ToolCall
 
-README = Path(__file__).parents[1] / "README.md"
+ROOT = Path(__file__).parents[1]
+SHOWN_IN = (ROOT / "README.md", ROOT / "docs" / "own-agent.md")
 
 
-def _marked_block(marker: str) -> str:
-    found = re.search(rf"<!-- {marker} -->\n```python\n(.*?)\n```", README.read_text(), re.S)
-    assert found is not None, marker
+def _marked_block(page: Path, marker: str) -> str:
+    found = re.search(rf"<!-- {marker} -->\n```python\n(.*?)\n```", page.read_text(), re.S)
+    assert found is not None, f"{marker} in {page}"
     return found.group(1)
+
+
+def test_the_front_page_shows_the_tutorials_agent() -> None:
+    readme, tutorial = (_marked_block(page, "own-agent") for page in SHOWN_IN)
+    assert readme == tutorial
 
 
 @pytest.fixture
 def my_agents(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    (tmp_path / "my_agents.py").write_text(_marked_block("own-agent"))
+    (tmp_path / "my_agents.py").write_text(_marked_block(SHOWN_IN[1], "own-agent"))
     monkeypatch.syspath_prepend(str(tmp_path))
     yield "my_agents:Counter"
     sys.modules.pop("my_agents", None)

@@ -9,7 +9,7 @@ host structures them (with `structure_plugin_config`, same converter, same error
 the plugin is loaded.
 
 Adding a section: define a frozen attrs class with defaults, add a field to `Config`, add it to
-`contracts/config.schema.json` and document it in the README.
+`contracts/config.schema.json` and document it in docs/config.md.
 """
 
 from looping_core.config._checks import check_model

@@ -1,0 +1,106 @@
+"""The reference pages are complete: every key of the config schema has a row in docs/config.md
+(and no row names a key the schema lacks), and docs/cli.md is the `looping` command as click
+describes it. A key or an option added without its documentation fails here."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cli_reference import render
+
+ROOT = Path(__file__).parents[1]
+SCHEMA = json.loads((ROOT / "contracts" / "config.schema.json").read_text())
+CONFIG_PAGE = ROOT / "docs" / "config.md"
+CLI_PAGE = ROOT / "docs" / "cli.md"
+
+# How the reference writes a table whose names are the user's own.
+PLACEHOLDERS = {"tenants": "<id>", "plugins": "<key>"}
+
+
+def _resolved(node: dict[str, Any]) -> dict[str, Any]:
+    """The schema a node stands for: its `$ref` followed, its `allOf` merged, the non-null
+    choice of an `anyOf`."""
+    while "$ref" in node:
+        node = SCHEMA["$defs"][node["$ref"].rsplit("/", 1)[1]]
+    if "allOf" in node:
+        properties: dict[str, Any] = {}
+        for part in node["allOf"]:
+            properties.update(_resolved(part).get("properties", {}))
+        properties.update(node.get("properties", {}))
+        return {"type": "object", "properties": properties}
+    for choice in node.get("anyOf", node.get("oneOf", ())):
+        if choice.get("type") != "null":
+            return _resolved(choice)
+    return node
+
+
+def _keys(node: dict[str, Any], table: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """(table, key) for every key of the schema, the table written as in a TOML header."""
+    node = _resolved(node)
+    for key, declared in node.get("properties", {}).items():
+        value = _resolved(declared)
+        if not table and key in PLACEHOLDERS:  # a table of tables named by the user
+            if "properties" in value:
+                yield from _keys(value, (key,))
+            extra = _resolved(value.get("additionalProperties") or {})
+            inner = (key, PLACEHOLDERS[key])
+            if "properties" in extra:
+                yield from _keys(extra, inner)
+            else:  # a plugin's settings: its own type, documented by the plugin
+                yield ".".join(inner), ""
+            continue
+        if "properties" in value:
+            yield from _keys(value, (*table, key))
+            continue
+        items = _resolved(value.get("items", {})) if value.get("type") == "array" else {}
+        if "properties" in items:
+            yield from _keys(items, (*table, f"[{key}]"))
+        else:
+            yield ".".join(table), key
+
+
+def _header(table: str) -> str:
+    parts = table.split(".")
+    if parts and parts[-1].startswith("["):
+        return "[[" + ".".join(part.strip("[]") for part in parts) + "]]"
+    return "[" + ".".join(part.strip("[]") for part in parts) + "]"
+
+
+def _rows() -> list[str]:
+    return [line for line in CONFIG_PAGE.read_text().splitlines() if line.startswith("| `[")]
+
+
+def test_every_config_key_has_a_row_in_the_reference() -> None:
+    rows = _rows()
+    missing = []
+    for table, key in _keys(SCHEMA, ()):
+        header = _header(table)
+        named = [row for row in rows if row.split(" | ", 1)[0].startswith(f"| `{header}")]
+        if not any(not key or f"`{key}`" in row or f"{header} {key}`" in row for row in named):
+            missing.append(f"{header} {key}".strip())
+    assert missing == [], f"undocumented in docs/config.md: {missing}"
+
+
+def test_the_reference_names_no_key_the_schema_lacks() -> None:
+    known = {(_header(table), key) for table, key in _keys(SCHEMA, ())}
+    tables = {header for header, _ in known}
+    for row in _rows():
+        first = row.split(" | ", 1)[0]
+        header = re.match(r"\| `(\[\[?[^\]]+\]\]?)", first)
+        assert header is not None, row
+        assert header[1] in tables, f"docs/config.md names a table the schema lacks: {header[1]}"
+        for key in re.findall(r"`(?:\[\[?[^\]]+\]\]? )?([a-z_]+)`", first):
+            assert (header[1], key) in known, f"docs/config.md names {header[1]} {key}"
+
+
+def test_the_cli_reference_is_what_the_commands_say() -> None:
+    """docs/cli.md is rendered from click (every command, argument and option, with its help);
+    a command changed without regenerating it fails here."""
+    assert CLI_PAGE.read_text() == render(), (
+        "docs/cli.md is out of date: regenerate it with"
+        " `python tests/cli_reference.py > docs/cli.md` and review the diff"
+    )
