@@ -11,7 +11,7 @@ from typing import Any
 
 from looping_core import hookspecs
 
-DOC = Path(__file__).parents[1] / "docs" / "plugin-hooks.md"
+DOC = Path(__file__).parents[2] / "docs" / "plugin-hooks.md"
 HEADING = re.compile(r"^## `(\w+)`\n\n```python\n(.+?)\n```", re.MULTILINE)
 
 
@@ -56,7 +56,7 @@ def test_the_specs_are_found() -> None:
     )
 
 
-OPERATING = Path(__file__).parents[1] / "docs" / "operating.md"
+OPERATING = Path(__file__).parents[2] / "docs" / "operating.md"
 METRIC_ROW = re.compile(r"^\| `(looping_\w+)` \| (\w+) \|\s*([\w, ]*?)\s*\|", re.MULTILINE)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from cli_reference import render
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "contracts" / "config.schema.json").read_text())
 CONFIG_PAGE = ROOT / "docs" / "config.md"
 CLI_PAGE = ROOT / "docs" / "cli.md"
@@ -102,5 +102,5 @@ def test_the_cli_reference_is_what_the_commands_say() -> None:
     a command changed without regenerating it fails here."""
     assert CLI_PAGE.read_text() == render(), (
         "docs/cli.md is out of date: regenerate it with"
-        " `python tests/cli_reference.py > docs/cli.md` and review the diff"
+        " `python tests/docs/cli_reference.py > docs/cli.md` and review the diff"
     )

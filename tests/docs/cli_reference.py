@@ -2,7 +2,7 @@
 
 Regenerate after changing a command, an option or a help text:
 
-    python tests/cli_reference.py > docs/cli.md
+    python tests/docs/cli_reference.py > docs/cli.md
 
 `tests/test_docs_reference.py` fails while the page and the commands differ, so the reference
 cannot drift from the CLI.
@@ -20,8 +20,8 @@ from looping_core.cli import main
 HEADER = """# The `looping` command
 
 Every command and option, with the help text the command itself prints (`looping COMMAND
---help`). Generated from the code by `python tests/cli_reference.py > docs/cli.md`; a test fails
-when this page and the commands differ.
+--help`). Generated from the code by `python tests/docs/cli_reference.py > docs/cli.md`; a test
+fails when this page and the commands differ.
 """
 
 

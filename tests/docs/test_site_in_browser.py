@@ -1,0 +1,163 @@
+"""The built site opens in a real browser: headless Chromium (the distribution's own, driven by
+Playwright) loads the home page and a tutorial from a real HTTP server on 127.0.0.1, finds them
+rendered with their navigation and code, follows a link and searches, and no page logs an error
+or fails to load anything.
+
+Needs the docs extra (mkdocs, playwright) and a Chromium; `.ci/run` installs Debian's and sets
+`LOOPING_TEST_REQUIRE_BROWSER=1`, which turns a missing browser into a failure."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+pytest.importorskip("mkdocs", reason="the docs extra builds the site")
+playwright = pytest.importorskip("playwright.async_api", reason="the docs extra drives a browser")
+
+ROOT = Path(__file__).parents[2]
+pytestmark = pytest.mark.slow
+
+
+def _chromium() -> str:
+    found = os.environ.get("LOOPING_TEST_CHROMIUM") or shutil.which("chromium")
+    if found is None:
+        if os.environ.get("LOOPING_TEST_REQUIRE_BROWSER") == "1":
+            pytest.fail(
+                "no chromium: install it (apt-get install chromium) or set LOOPING_TEST_CHROMIUM"
+            )
+        pytest.skip("no chromium installed (apt-get install chromium)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(built)],
+        cwd=ROOT,
+        check=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    return built
+
+
+@pytest.fixture
+async def site_url(site: Path) -> AsyncIterator[str]:
+    """The built site over HTTP, as a static host serves it (a folder answers its index.html)."""
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        path = (site / request.match_info["path"]).resolve()
+        if not path.is_relative_to(site.resolve()):
+            raise web.HTTPNotFound
+        if path.is_dir():
+            path = path / "index.html"
+        if not path.is_file():
+            raise web.HTTPNotFound
+        return web.FileResponse(path)
+
+    app = web.Application()
+    app.router.add_get("/{path:.*}", serve)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    server = web.TCPSite(runner, "127.0.0.1", 0)
+    await server.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        await runner.cleanup()
+
+
+def _collect_problems(page: Any, problems: list[str]) -> None:
+    """Every console error or warning, uncaught exception, failed request and HTTP error."""
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"console {message.type}: {message.text}")
+            if message.type in ("error", "warning")
+            else None
+        ),
+    )
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
+    page.on(
+        "response",
+        lambda response: (
+            problems.append(f"HTTP {response.status}: {response.url}")
+            if response.status >= 400
+            else None
+        ),
+    )
+
+
+async def _heading(page: Any) -> str:
+    """The page's title as shown (without the permalink sign the heading carries)."""
+    text: str = await page.locator("article h1").inner_text()
+    return text.removesuffix("¶").strip()
+
+
+async def test_the_home_page_and_a_tutorial_render_with_navigation(
+    site_url: str, tmp_path: Path
+) -> None:
+    problems: list[str] = []
+    async with playwright.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            _collect_problems(page, problems)
+
+            await page.goto(site_url)
+            assert await page.title() == "looping-core"
+            assert await _heading(page) == "looping-core"
+            navigation = page.locator("nav.md-nav--primary")
+            for section in ("Tutorials", "Guides", "Concepts", "Reference", "Benchmarks"):
+                assert await navigation.get_by_text(section, exact=True).count() >= 1, section
+            await page.screenshot(path=tmp_path / "home.png", full_page=True)
+
+            # A link of the home page's own text leads to the first tutorial.
+            await page.locator("article").get_by_role("link", name="Your first turn").first.click()
+            await page.wait_for_url("**/first-turn/")
+            assert await _heading(page) == "Your first turn"
+            assert await page.locator("article pre code").count() >= 3
+            assert "looping send" in await page.locator("article").inner_text()
+            contents = page.locator("nav.md-nav--secondary")
+            assert await contents.get_by_text("The model-driven tenants, offline").count() >= 1
+            await page.screenshot(path=tmp_path / "first-turn.png", full_page=True)
+
+            # The search index was built and the search runs in the page.
+            await page.wait_for_load_state("networkidle")  # the index, fetched by a worker
+            search = page.locator("input.md-search__input")
+            await search.click()
+            await search.press_sequentially("compaction")
+            results = page.locator(".md-search-result__item")
+            await results.first.wait_for(timeout=10_000)
+            assert await results.count() >= 1
+        finally:
+            await browser.close()
+    assert problems == []
+
+
+async def test_a_page_that_fails_to_load_something_is_caught(site_url: str) -> None:
+    """The watch above can fail: a missing page and a script error are both reported."""
+    problems: list[str] = []
+    async with playwright.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            _collect_problems(page, problems)
+            await page.goto(site_url + "no-such-page/")
+            await page.goto(site_url)
+            await page.evaluate("setTimeout(() => { throw new Error('broken script') })")
+            await page.wait_for_timeout(200)
+        finally:
+            await browser.close()
+    assert any(problem.startswith("HTTP 404: ") for problem in problems), problems
+    assert any("broken script" in problem for problem in problems), problems
