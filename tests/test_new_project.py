@@ -61,6 +61,16 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
     assert f"'{source.path}[openai]'" in (project / ".github/workflows/ci.yml").read_text()
     assert install in made.stdout  # `looping new` says what to run next
 
+    # The own-agent tutorial shows these very commands (its path a placeholder).
+    tutorial = (Path(__file__).parent.parent / "docs" / "own-agent.md").read_text()
+    shown = [
+        line.split("  #")[0].strip() for line in _block("\n" + tutorial, "# Write your own agent")
+    ]
+    assert shown[1] == install.replace(str(source.path), "/path/to/looping-core")
+    assert shown[2] == test
+    served = [line.split("  #")[0].strip() for line in _block(readme, "## Serve it and ask it")]
+    assert shown[3:] == served
+
     _run(install, project)  # a fresh venv, as the README says
     tested = _run(test, project)
     assert "3 passed" in tested

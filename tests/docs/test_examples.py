@@ -1,0 +1,230 @@
+"""The tutorials' code runs: every Python and shell block of a tutorial page says how it is
+tested, in a comment before it, and the blocks this module runs are run as written.
+
+- `<!-- example: runs -->`: run here. A shell block runs in bash in a sandbox laid out like a
+  clone (this environment's `.venv`, a copy of `examples/` on free ports, its own home for the
+  local gateway's key); what it leaves in the background is stopped after it. A Python block
+  with tests is run by pytest in that sandbox. An `output` block right after it is what it must
+  print (`...` stands for any text).
+- `<!-- example: module NAME -->`: a Python block that is the module `NAME` the page's other
+  blocks import (it is written into the sandbox, and run by the tests that use it).
+- `<!-- example: tested-by PATH::TEST -->`: run by that test, which reads it from the page.
+- `<!-- example: excerpt -->`: a piece of a whole shown elsewhere; only its syntax is checked.
+
+A block with no such comment fails here, so the tutorials cannot gain code the suite never runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import unused_port
+
+from looping_core.a2a import generate_signing_key
+
+ROOT = Path(__file__).parents[2]
+TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md")
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
+MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    how: str | None
+    arg: str | None
+
+    @property
+    def name(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def _blocks(page: str) -> Iterator[Block]:
+    lines = (ROOT / "docs" / page).read_text().splitlines()
+    index = 0
+    while index < len(lines):
+        opened = FENCE.match(lines[index])
+        if opened is None:
+            index += 1
+            continue
+        indent, start = opened["indent"], index
+        index += 1
+        body = []
+        while not lines[index].startswith(f"{indent}```"):
+            body.append(lines[index].removeprefix(indent))
+            index += 1
+        index += 1
+        how = arg = None
+        before = start - 1
+        while before >= 0 and lines[before].strip().startswith("<!--"):
+            marked = MARK.match(lines[before])
+            if marked:
+                how, arg = marked["how"], marked["arg"]
+            before -= 1
+        code = "\n".join(body) + "\n"
+        yield Block(page, start + 1, opened["lang"], code, how, arg)
+
+
+def _all_blocks() -> list[Block]:
+    return [block for page in TUTORIALS for block in _blocks(page)]
+
+
+def _code_blocks(how: str | None = None) -> list[Block]:
+    return [
+        block
+        for block in _all_blocks()
+        if block.lang in ("python", "sh") and (how is None or block.how == how)
+    ]
+
+
+def test_every_tutorial_block_says_how_it_is_tested() -> None:
+    unmarked = [block.name for block in _code_blocks() if block.how is None]
+    assert unmarked == [], f"blocks with no <!-- example: ... --> comment: {unmarked}"
+    kinds = {block.how for block in _code_blocks()}
+    assert kinds <= {"runs", "module", "tested-by", "excerpt"}, kinds
+
+
+@pytest.mark.parametrize("block", _code_blocks("tested-by"), ids=lambda block: block.name)
+def test_a_block_tested_elsewhere_is_read_by_that_test(block: Block) -> None:
+    assert block.arg is not None, block.name
+    assert "::" in block.arg, block.name
+    path, test = block.arg.split("::", 1)
+    source = (ROOT / path).read_text()
+    assert f"def {test}(" in source, f"{block.name}: no test {test} in {path}"
+    assert block.page in source, f"{block.name}: {path} does not read docs/{block.page}"
+
+
+@pytest.mark.parametrize("block", _code_blocks("excerpt"), ids=lambda block: block.name)
+def test_an_excerpt_is_valid_code(block: Block) -> None:
+    if block.lang == "python":
+        ast.parse(block.code, filename=block.name)
+    else:
+        checked = subprocess.run(
+            ["bash", "-n"], input=block.code, text=True, capture_output=True, check=False
+        )
+        assert checked.returncode == 0, f"{block.name}: {checked.stderr}"
+
+
+# -- the blocks run here --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Path:
+    """A folder laid out like a clone after the main command: `.venv` (this one), `examples/`
+    on free ports, and a home of its own (the local gateway keeps its key there)."""
+    (tmp_path / ".venv").symlink_to(Path(sys.prefix))
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    config = tmp_path / "examples" / "looping.toml"
+    text = config.read_text()
+    for port in ("8080", "9000"):  # 11434 stays: `looping model serve` listens there
+        text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{unused_port()}")
+    config.write_text(text.replace("port = 8080", f"port = {_port_of(text)}"))
+    (tmp_path / "home").mkdir()
+    # As a `looping new` project's pyproject.toml has it: async tests run without a mark.
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n"
+    )
+    return tmp_path
+
+
+def _port_of(config: str) -> int:
+    found = re.search(r'public_url = "http://127\.0\.0\.1:(\d+)"', config)
+    assert found is not None
+    return int(found[1])
+
+
+def _environment(sandbox: Path) -> dict[str, str]:
+    """The shell a tutorial's reader has after the main command: the agent's key exported."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LOOPING_")}
+    env.update(HOME=str(sandbox / "home"), XDG_STATE_HOME=str(sandbox / "home" / "state"))
+    env["A2A_SIGNING_KEY"] = json.dumps(generate_signing_key("tutorial-key"))
+    return env
+
+
+def _matches(expected: str, printed: str) -> bool:
+    """`printed` is `expected`, where a word shortened with `...` (`0b6c...`) stands for any
+    word: ids differ from run to run."""
+
+    def line_pattern(line: str) -> str:
+        parts = re.split(r"(\S*\.\.\.)", line)
+        return "".join(r"\S+" if part.endswith("...") else re.escape(part) for part in parts)
+
+    pattern = "\n".join(line_pattern(line) for line in expected.splitlines())
+    return re.fullmatch(pattern + "\n?", printed) is not None
+
+
+def _run_shell(block: Block, sandbox: Path) -> str:
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + block.code
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=sandbox, env=_environment(sandbox), capture_output=True,
+        text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (
+        f"{block.name} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    )
+    return done.stdout
+
+
+def _output_after(block: Block) -> str | None:
+    blocks = list(_blocks(block.page))
+    following = blocks[blocks.index(block) + 1 :]
+    if following and following[0].lang == "" and following[0].how == "output":
+        return following[0].code
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "block",
+    [block for block in _code_blocks("runs") if block.lang == "sh"],
+    ids=lambda block: block.name,
+)
+def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
+    printed = _run_shell(block, sandbox)
+    expected = _output_after(block)
+    if expected is not None:
+        assert _matches(expected, printed), f"{block.name} printed:\n{printed}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "block",
+    [block for block in _code_blocks("runs") if block.lang == "python"],
+    ids=lambda block: block.name,
+)
+def test_a_python_block_runs_as_written(block: Block, sandbox: Path) -> None:
+    for module in _code_blocks("module"):
+        if module.page == block.page:
+            (sandbox / f"{module.arg}.py").write_text(module.code)
+    if "def test_" in block.code:
+        (sandbox / "test_example.py").write_text(block.code)
+        command = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "test_example.py",
+        ]
+    else:
+        (sandbox / "example.py").write_text(block.code)
+        command = [sys.executable, "example.py"]
+    done = subprocess.run(
+        command, cwd=sandbox, env={**_environment(sandbox), "PYTHONPATH": str(sandbox)},
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{block.name}:\n{done.stdout}\n{done.stderr}"
