@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from cli_reference import render
+from errors_reference import render as render_errors
 
 ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "contracts" / "config.schema.json").read_text())
 CONFIG_PAGE = ROOT / "docs" / "config.md"
 CLI_PAGE = ROOT / "docs" / "cli.md"
+ERRORS_PAGE = ROOT / "docs" / "errors.md"
 
 # How the reference writes a table whose names are the user's own.
 PLACEHOLDERS = {"tenants": "<id>", "plugins": "<key>"}
@@ -104,3 +106,27 @@ def test_the_cli_reference_is_what_the_commands_say() -> None:
         "docs/cli.md is out of date: regenerate it with"
         " `python tests/docs/cli_reference.py > docs/cli.md` and review the diff"
     )
+
+
+def test_the_error_reference_is_the_error_table() -> None:
+    """docs/errors.md is rendered from the edge's one error table."""
+    assert ERRORS_PAGE.read_text() == render_errors(), (
+        "docs/errors.md is out of date: regenerate it with"
+        " `python tests/docs/errors_reference.py > docs/errors.md` and review the diff"
+    )
+
+
+def test_every_token_check_has_its_name_in_the_edge_page() -> None:
+    """The names a refused token's 401 carries (`metadata.check`) are the names the check table
+    of docs/a2a-edge.md gives, no more and no fewer."""
+    raised = set()
+    for module in ("a2a/_gateway_token.py", "a2a/_jwks.py", "server/_calls.py"):
+        source = (ROOT / "looping_core" / module).read_text()
+        raised |= set(re.findall(r'(?:TokenRejected|JwksError)\(\s*"([a-z-]+)"', source))
+        raised |= set(re.findall(r'check="([a-z-]+)"', source))
+    page = (ROOT / "docs" / "a2a-edge.md").read_text()
+    table = page.split("| # | check | refused as |", 1)[1].split("\n\n", 1)[0]
+    rows = [row for row in table.splitlines() if row.startswith("| ")]
+    documented = {name for row in rows for name in re.findall(r"`([a-z-]+)`", row.split(" | ")[-1])}
+    assert raised, "no check names found in the code"
+    assert documented == raised
