@@ -8,6 +8,9 @@ tested, in a comment before it, and the blocks this module runs are run as writt
   print (`...` stands for any text).
 - `<!-- example: module NAME -->`: a Python block that is the module `NAME` the page's other
   blocks import (it is written into the sandbox, and run by the tests that use it).
+- `<!-- example: file NAME -->`: a block that is the file `NAME` the page's commands use (a
+  module, a config), written into the sandbox before they run (a config's ports moved to free
+  ones, as the example config's are).
 - `<!-- example: tested-by PATH::TEST -->`: run by that test, which reads it from the page.
 - `<!-- example: excerpt -->`: a piece of a whole shown elsewhere; only its syntax is checked.
 
@@ -33,7 +36,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 
 ROOT = Path(__file__).parents[2]
-TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md")
+TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md", "conversations.md")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
 MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
 
@@ -94,7 +97,7 @@ def test_every_tutorial_block_says_how_it_is_tested() -> None:
     unmarked = [block.name for block in _code_blocks() if block.how is None]
     assert unmarked == [], f"blocks with no <!-- example: ... --> comment: {unmarked}"
     kinds = {block.how for block in _code_blocks()}
-    assert kinds <= {"runs", "module", "tested-by", "excerpt"}, kinds
+    assert kinds <= {"runs", "module", "file", "tested-by", "excerpt"}, kinds
 
 
 @pytest.mark.parametrize("block", _code_blocks("tested-by"), ids=lambda block: block.name)
@@ -127,11 +130,6 @@ def sandbox(tmp_path: Path) -> Path:
     on free ports, and a home of its own (the local gateway keeps its key there)."""
     (tmp_path / ".venv").symlink_to(Path(sys.prefix))
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    config = tmp_path / "examples" / "looping.toml"
-    text = config.read_text()
-    for port in ("8080", "9000"):  # 11434 stays: `looping model serve` listens there
-        text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{unused_port()}")
-    config.write_text(text.replace("port = 8080", f"port = {_port_of(text)}"))
     (tmp_path / "home").mkdir()
     # As a `looping new` project's pyproject.toml has it: async tests run without a mark.
     (tmp_path / "pytest.ini").write_text(
@@ -140,10 +138,19 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _port_of(config: str) -> int:
-    found = re.search(r'public_url = "http://127\.0\.0\.1:(\d+)"', config)
-    assert found is not None
-    return int(found[1])
+def _lay_out(sandbox: Path, page: str) -> None:
+    """Write the page's files and modules into the sandbox, and move every config in it to
+    free ports (11434 stays: `looping model serve` listens there)."""
+    for block in _all_blocks():
+        if block.page == page and block.how in ("module", "file"):
+            name = f"{block.arg}.py" if block.how == "module" else str(block.arg)
+            (sandbox / name).write_text(block.code)
+    moved = {port: str(unused_port()) for port in ("8080", "9000")}
+    for config in [*sandbox.glob("*.toml"), *sandbox.glob("examples/*.toml")]:
+        text = config.read_text()
+        for port, free in moved.items():
+            text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
+        config.write_text(text.replace("port = 8080", f"port = {moved['8080']}"))
 
 
 def _environment(sandbox: Path) -> dict[str, str]:
@@ -193,6 +200,7 @@ def _output_after(block: Block) -> str | None:
     ids=lambda block: block.name,
 )
 def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
+    _lay_out(sandbox, block.page)
     printed = _run_shell(block, sandbox)
     expected = _output_after(block)
     if expected is not None:
@@ -206,9 +214,7 @@ def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
     ids=lambda block: block.name,
 )
 def test_a_python_block_runs_as_written(block: Block, sandbox: Path) -> None:
-    for module in _code_blocks("module"):
-        if module.page == block.page:
-            (sandbox / f"{module.arg}.py").write_text(module.code)
+    _lay_out(sandbox, block.page)
     if "def test_" in block.code:
         (sandbox / "test_example.py").write_text(block.code)
         command = [
