@@ -9,8 +9,8 @@ tested, in a comment before it, and the blocks this module runs are run as writt
 - `<!-- example: module NAME -->`: a Python block that is the module `NAME` the page's other
   blocks import (it is written into the sandbox, and run by the tests that use it).
 - `<!-- example: file NAME -->`: a block that is the file `NAME` the page's commands use (a
-  module, a config), written into the sandbox before they run (a config's ports moved to free
-  ones, as the example config's are).
+  module, a config), written into the sandbox before they run (its ports, the example config's
+  and those in the commands moved to free ones).
 - `<!-- example: tested-by PATH::TEST -->`: run by that test, which reads it from the page.
 - `<!-- example: excerpt -->`: a piece of a whole shown elsewhere; only its syntax is checked.
 
@@ -36,7 +36,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 
 ROOT = Path(__file__).parents[2]
-TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md", "conversations.md")
+TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md", "conversations.md", "streaming.md")
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
 MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
 
@@ -138,9 +138,9 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _lay_out(sandbox: Path, page: str) -> None:
+def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
     """Write the page's files and modules into the sandbox, and move every config in it to
-    free ports (11434 stays: `looping model serve` listens there)."""
+    free ports (11434 stays: `looping model serve` listens there); the ports moved."""
     for block in _all_blocks():
         if block.page == page and block.how in ("module", "file"):
             name = f"{block.arg}.py" if block.how == "module" else str(block.arg)
@@ -151,6 +151,7 @@ def _lay_out(sandbox: Path, page: str) -> None:
         for port, free in moved.items():
             text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
         config.write_text(text.replace("port = 8080", f"port = {moved['8080']}"))
+    return moved
 
 
 def _environment(sandbox: Path) -> dict[str, str]:
@@ -173,8 +174,11 @@ def _matches(expected: str, printed: str) -> bool:
     return re.fullmatch(pattern + "\n?", printed) is not None
 
 
-def _run_shell(block: Block, sandbox: Path) -> str:
-    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + block.code
+def _run_shell(block: Block, sandbox: Path, moved: dict[str, str]) -> str:
+    code = block.code
+    for port, free in moved.items():  # the commands' URLs, moved as the configs' were
+        code = code.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + code
     done = subprocess.run(
         ["bash", "-c", script], cwd=sandbox, env=_environment(sandbox), capture_output=True,
         text=True, timeout=120, check=False,
@@ -200,8 +204,7 @@ def _output_after(block: Block) -> str | None:
     ids=lambda block: block.name,
 )
 def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
-    _lay_out(sandbox, block.page)
-    printed = _run_shell(block, sandbox)
+    printed = _run_shell(block, sandbox, _lay_out(sandbox, block.page))
     expected = _output_after(block)
     if expected is not None:
         assert _matches(expected, printed), f"{block.name} printed:\n{printed}"
