@@ -36,7 +36,14 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import generate_signing_key
 
 ROOT = Path(__file__).parents[2]
-TUTORIALS = ("first-turn.md", "own-agent.md", "testing.md", "conversations.md", "streaming.md")
+TUTORIALS = (
+    "first-turn.md",
+    "own-agent.md",
+    "testing.md",
+    "conversations.md",
+    "streaming.md",
+    "operating-tutorial.md",
+)
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
 MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
 
@@ -145,12 +152,14 @@ def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
         if block.page == page and block.how in ("module", "file"):
             name = f"{block.arg}.py" if block.how == "module" else str(block.arg)
             (sandbox / name).write_text(block.code)
-    moved = {port: str(unused_port()) for port in ("8080", "9000")}
+    moved = {port: str(unused_port()) for port in ("8080", "9000", "9464")}
     for config in [*sandbox.glob("*.toml"), *sandbox.glob("examples/*.toml")]:
         text = config.read_text()
         for port, free in moved.items():
             text = text.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
-        config.write_text(text.replace("port = 8080", f"port = {moved['8080']}"))
+        for port, free in moved.items():
+            text = text.replace(f"port = {port}", f"port = {free}")
+        config.write_text(text)
     return moved
 
 
