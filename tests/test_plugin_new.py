@@ -35,6 +35,15 @@ def test_a_new_plugin_installs_and_passes_its_own_tests(looping_cli: Cli, tmp_pa
     install = f"pip install -e '{core.path}' -e '.[test]'"
     assert install in (plugin / "README.md").read_text()
     assert install in (plugin / ".github/workflows/ci.yml").read_text()
+    # The plugin tutorial shows these commands (its path a placeholder) and this very module.
+    tutorial = (Path(__file__).parent / ".." / "docs" / "plugin-tutorial.md").read_text()
+    shown = tutorial.split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    readme = (plugin / "README.md").read_text()
+    commands = readme.split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    written = [line.split("  #")[0].strip() for line in commands]
+    assert shown[1:] == [line.replace(str(core.path), "/path/to/looping-core") for line in written]
+    module = (plugin / "src" / "my_tools" / "plugin.py").read_text()
+    assert f"```python\n{module}```" in tutorial
     site = tmp_path / "site"
     install = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",

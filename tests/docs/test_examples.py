@@ -29,6 +29,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import unused_port
@@ -42,7 +43,9 @@ TUTORIALS = (
     "testing.md",
     "conversations.md",
     "streaming.md",
+    "delegation-tutorial.md",
     "operating-tutorial.md",
+    "plugin-tutorial.md",
 )
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
 MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
@@ -206,12 +209,14 @@ def _output_after(block: Block) -> str | None:
     return None
 
 
+def _run_here(lang: str) -> list[Any]:
+    """The page blocks in `lang` this module runs, as test parameters named by their place."""
+    blocks = [block for block in _code_blocks("runs") if block.lang == lang]
+    return [pytest.param(block, id=block.name) for block in blocks]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "block",
-    [block for block in _code_blocks("runs") if block.lang == "sh"],
-    ids=lambda block: block.name,
-)
+@pytest.mark.parametrize("block", _run_here("sh"))
 def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
     printed = _run_shell(block, sandbox, _lay_out(sandbox, block.page))
     expected = _output_after(block)
@@ -220,11 +225,7 @@ def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "block",
-    [block for block in _code_blocks("runs") if block.lang == "python"],
-    ids=lambda block: block.name,
-)
+@pytest.mark.parametrize("block", _run_here("python"))
 def test_a_python_block_runs_as_written(block: Block, sandbox: Path) -> None:
     _lay_out(sandbox, block.page)
     if "def test_" in block.code:

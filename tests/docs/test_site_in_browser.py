@@ -8,6 +8,7 @@ Needs the docs extra (mkdocs, playwright) and a Chromium; `.ci/run` installs Deb
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -76,6 +77,19 @@ async def site_url(site: Path) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
+@contextlib.asynccontextmanager
+async def _watched_page(problems: list[str]) -> AsyncIterator[Any]:
+    """A page of a headless Chromium whose every problem goes into `problems`."""
+    async with playwright.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
+        try:
+            page = await browser.new_page()
+            _collect_problems(page, problems)
+            yield page
+        finally:
+            await browser.close()
+
+
 def _collect_problems(page: Any, problems: list[str]) -> None:
     """Every console error or warning, uncaught exception, failed request and HTTP error."""
     page.on(
@@ -108,56 +122,43 @@ async def test_the_home_page_and_a_tutorial_render_with_navigation(
     site_url: str, tmp_path: Path
 ) -> None:
     problems: list[str] = []
-    async with playwright.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page()
-            _collect_problems(page, problems)
+    async with _watched_page(problems) as page:
+        await page.goto(site_url)
+        assert await page.title() == "looping-core"
+        assert await _heading(page) == "looping-core"
+        navigation = page.locator("nav.md-nav--primary")
+        for section in ("Tutorials", "Guides", "Concepts", "Reference", "Benchmarks"):
+            assert await navigation.get_by_text(section, exact=True).count() >= 1, section
+        await page.screenshot(path=tmp_path / "home.png", full_page=True)
 
-            await page.goto(site_url)
-            assert await page.title() == "looping-core"
-            assert await _heading(page) == "looping-core"
-            navigation = page.locator("nav.md-nav--primary")
-            for section in ("Tutorials", "Guides", "Concepts", "Reference", "Benchmarks"):
-                assert await navigation.get_by_text(section, exact=True).count() >= 1, section
-            await page.screenshot(path=tmp_path / "home.png", full_page=True)
+        # A link of the home page's own text leads to the first tutorial.
+        await page.locator("article").get_by_role("link", name="Your first turn").first.click()
+        await page.wait_for_url("**/first-turn/")
+        assert await _heading(page) == "Your first turn"
+        assert await page.locator("article pre code").count() >= 3
+        assert "looping send" in await page.locator("article").inner_text()
+        contents = page.locator("nav.md-nav--secondary")
+        assert await contents.get_by_text("The model-driven tenants, offline").count() >= 1
+        await page.screenshot(path=tmp_path / "first-turn.png", full_page=True)
 
-            # A link of the home page's own text leads to the first tutorial.
-            await page.locator("article").get_by_role("link", name="Your first turn").first.click()
-            await page.wait_for_url("**/first-turn/")
-            assert await _heading(page) == "Your first turn"
-            assert await page.locator("article pre code").count() >= 3
-            assert "looping send" in await page.locator("article").inner_text()
-            contents = page.locator("nav.md-nav--secondary")
-            assert await contents.get_by_text("The model-driven tenants, offline").count() >= 1
-            await page.screenshot(path=tmp_path / "first-turn.png", full_page=True)
-
-            # The search index was built and the search runs in the page.
-            await page.wait_for_load_state("networkidle")  # the index, fetched by a worker
-            search = page.locator("input.md-search__input")
-            await search.click()
-            await search.press_sequentially("compaction")
-            results = page.locator(".md-search-result__item")
-            await results.first.wait_for(timeout=10_000)
-            assert await results.count() >= 1
-        finally:
-            await browser.close()
+        # The search index was built and the search runs in the page.
+        await page.wait_for_load_state("networkidle")  # the index, fetched by a worker
+        search = page.locator("input.md-search__input")
+        await search.click()
+        await search.press_sequentially("compaction")
+        results = page.locator(".md-search-result__item")
+        await results.first.wait_for(timeout=10_000)
+        assert await results.count() >= 1
     assert problems == []
 
 
 async def test_a_page_that_fails_to_load_something_is_caught(site_url: str) -> None:
     """The watch above can fail: a missing page and a script error are both reported."""
     problems: list[str] = []
-    async with playwright.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page()
-            _collect_problems(page, problems)
-            await page.goto(site_url + "no-such-page/")
-            await page.goto(site_url)
-            await page.evaluate("setTimeout(() => { throw new Error('broken script') })")
-            await page.wait_for_timeout(200)
-        finally:
-            await browser.close()
+    async with _watched_page(problems) as page:
+        await page.goto(site_url + "no-such-page/")
+        await page.goto(site_url)
+        await page.evaluate("setTimeout(() => { throw new Error('broken script') })")
+        await page.wait_for_timeout(200)
     assert any(problem.startswith("HTTP 404: ") for problem in problems), problems
     assert any("broken script" in problem for problem in problems), problems
