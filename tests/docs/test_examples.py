@@ -44,6 +44,7 @@ TUTORIALS = (
     "conversations.md",
     "streaming.md",
     "delegation-tutorial.md",
+    "processes.md",
     "operating-tutorial.md",
     "plugin-tutorial.md",
 )
