@@ -288,7 +288,9 @@ class JobEngine:
                 del self._turn_jobs[task_id]
         if not done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
-        if not job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
+        if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
+            self._store.discard_unsent(task_id)
+        else:
             await self._deliver_pushes_of(task_id)
 
     async def _deliver_pushes_of(self, task_id: str) -> None:

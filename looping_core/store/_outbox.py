@@ -126,6 +126,11 @@ class Outbox(StoreBase):
         hands them to the task's job (an empty list too: it then reads nothing)."""
         self._unsent[task_id] = items
 
+    def discard_unsent(self, task_id: str) -> None:
+        """Forget what a turn's end handed its job (the job was canceled before it took them:
+        the cancel's pushes have jobs of their own)."""
+        self._unsent.pop(task_id, None)
+
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
         """This process's pending deliveries that are due, with their config's credentials."""
 

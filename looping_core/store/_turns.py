@@ -290,6 +290,10 @@ class Turns(Events, PushConfigs):
             self._events_written(task_id)
             if unsent is not None:  # committed: the job takes them (none at all: no read)
                 self._keep_unsent(task_id, unsent)
+        elif unsent is not None:
+            # The turn's own end lost: what won (a cancel) gave its pushes jobs of their own,
+            # so the turn's job delivers nothing, and does not read the winner's pushes back.
+            self._keep_unsent(task_id, [])
         return won
 
     def _transition(

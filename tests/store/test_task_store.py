@@ -142,6 +142,23 @@ async def test_a_turns_end_hands_its_job_the_pushes_it_queued_as_a_read_would(
     assert await store.unsent_pushes(task.id) == read  # a write that lost queued nothing
 
 
+async def test_a_turns_end_that_lost_hands_its_job_nothing(database: Database) -> None:
+    """A cancel won over the turn's end: the cancel's push has a job of its own, so the turn's
+    job must not read it back and deliver it a second time."""
+    store = TaskStore(database)
+    task = (await store.start_turn(ALICE, user_message(), push_config())).task
+    assert await store.begin_turn(task.id) is not None
+    assert await store.transition(task.id, TaskState.TASK_STATE_CANCELED)
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="late"),))
+    assert not await store.transition(
+        task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, defer_pushes=False
+    )
+    assert await store.unsent_pushes(task.id) == []
+    [queued] = await store.outbox(task.id)  # the cancel's push, still pending for its own job
+    assert queued["state"] == "pending"
+    assert await TaskStore(database).unsent_pushes(task.id) != []  # what a read would have found
+
+
 async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> None:
     store = TaskStore(database)
     task = (await store.start_turn(ALICE, user_message(), push_config())).task
