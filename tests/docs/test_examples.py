@@ -32,22 +32,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 
 ROOT = Path(__file__).parents[2]
-TUTORIALS = (
-    "first-turn.md",
-    "own-agent.md",
-    "testing.md",
-    "conversations.md",
-    "streaming.md",
-    "delegation-tutorial.md",
-    "processes.md",
-    "operating-tutorial.md",
-    "plugin-tutorial.md",
-)
+
+
+def _tutorials() -> tuple[str, ...]:
+    """The pages of the site's Tutorials section, as mkdocs.yml lists them: a tutorial added
+    there is held to this module's rules without being named here too."""
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    [section] = [entry["Tutorials"] for entry in nav if "Tutorials" in entry]
+    return tuple(page for entry in section for page in entry.values())
+
+
+TUTORIALS = _tutorials()
+
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>\w*)\s*$")
 MARK = re.compile(r"^\s*<!-- example: (?P<how>[\w-]+)(?: (?P<arg>\S+))? -->\s*$")
 
