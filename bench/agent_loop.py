@@ -2,6 +2,7 @@
 
     python bench/agent_loop.py [--turns 200] [--levels 1,16] [--latency-ms 5] [--rounds 3]
                                [--repeat 3] [--their-transport httpx|aiohttp]
+                               [--json results.json]
 
 Every turn asks the model, runs the `lookup` tool it calls, gives it the result, three times
 (`--rounds`), then takes its text answer: four model calls and three tool calls. The model is
@@ -58,6 +59,8 @@ from looping_core.store.internal import (
     upgrade,
 )
 from looping_core.tools import tool
+
+from bench_results import write_results  # bench/ is on the path
 
 HERE = Path(__file__).parent
 CALLER = Identity("bench", "https://gateway.bench", "caller")
@@ -261,6 +264,23 @@ async def run(options: argparse.Namespace) -> None:
             f" {ours.turns_per_second / theirs.turns_per_second:.2f},"
             f" CPU per turn {ours.cpu_ms_per_turn / theirs.cpu_ms_per_turn:.2f}"
         )
+    if options.json:
+        series = {
+            name: {level: measured(_median(results[(name, level)])) for level in levels}
+            for name in ("looping-core", "pydantic-ai")
+        }
+        write_results(options.json, "agent_loop", series, turns=options.turns,
+                      tool_rounds=options.rounds, latency_ms=options.latency_ms,
+                      repeat=options.repeat, their_transport=options.their_transport)  # fmt: skip
+
+
+def measured(result: Result) -> dict[str, float]:
+    return {
+        "turns_per_second": result.turns_per_second,
+        "p50_ms": result.p50_ms,
+        "p99_ms": result.p99_ms,
+        "cpu_ms": result.cpu_ms_per_turn,
+    }
 
 
 def _median(results: list[Result]) -> Result:
@@ -285,6 +305,9 @@ def main() -> None:
         default="httpx",
         help="pydantic-ai's HTTP transport: its default (httpx), or the openai client's aiohttp"
         " one, which looping-core's provider uses",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/charts.py draws them)"
     )
     asyncio.run(run(parser.parse_args()))
 

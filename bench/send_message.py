@@ -2,7 +2,7 @@
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
                                  [--push] [--metrics] [--store sqlite|postgres]
-                                 [--python-load]
+                                 [--python-load] [--json results.json]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -51,12 +51,16 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from throwaway_postgres import throwaway_postgres  # bench/ is on the path
+from bench_results import write_results  # bench/ is on the path
+from throwaway_postgres import throwaway_postgres
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
 WRK_SCRIPT = HERE / "send_message.lua"
 WARM_UP_SECONDS = 1
+
+Measured = dict[int, dict[str, float]]
+"""Per concurrency level: requests/s, p50/p99 ms, server CPU ms per request, statements."""
 
 
 @dataclass(frozen=True)
@@ -187,16 +191,17 @@ async def run_levels(
     seconds: int,
     mint: Callable[[int], Path | None],
     statements: Path | None = None,
-) -> dict[int, float]:
+) -> Measured:
     await load(request, 8, WARM_UP_SECONDS, mint(WARM_UP_SECONDS))
-    results = {}
+    results: Measured = {}
     for concurrency in levels:
         tokens = mint(seconds)
         cpu_before = cpu_seconds(server.pid)
         counted_before = await statement_counts(server.pid, statements)
         result = await load(request, concurrency, seconds, tokens)
         cpu_ms = (cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1000
-        results[concurrency] = result.rps
+        results[concurrency] = {"rps": result.rps, "p50_ms": result.p50_ms,
+                                 "p99_ms": result.p99_ms, "cpu_ms": cpu_ms}  # fmt: skip
         reused = f"   TOKENS REUSED: {result.tokens_reused}" if result.tokens_reused else ""
         counted = ""
         if statements is not None:
@@ -208,6 +213,7 @@ async def run_levels(
             total = sum(per_request.values())
             kinds = " ".join(f"{k} {v:.1f}" for k, v in sorted(per_request.items()) if v >= 0.05)
             counted = f"   SQL {total:4.1f}/req ({kinds})"
+            results[concurrency]["statements"] = total
         print(
             f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
             f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
@@ -261,7 +267,7 @@ async def settled_counts(pid: int, statements: Path) -> dict[str, int]:
 
 async def bench_looping(
     gateway: FakeGateway, workers: int, args: argparse.Namespace, load: Load, folder: Path
-) -> dict[int, float]:
+) -> Measured:
     with contextlib.ExitStack() as stack:
         if args.store == "postgres":
             store = stack.enter_context(throwaway_postgres())
@@ -278,7 +284,7 @@ async def _bench_looping(
     folder: Path,
     *,
     store: str,
-) -> dict[int, float]:
+) -> Measured:
     port = unused_port()
     folder = folder / f"workers-{workers}"
     folder.mkdir()
@@ -331,7 +337,7 @@ async def _bench_looping(
         server.wait(timeout=30)
 
 
-async def bench_sdk(args: argparse.Namespace, load: Load) -> dict[int, float]:
+async def bench_sdk(args: argparse.Namespace, load: Load) -> Measured:
     port = unused_port()
     server = subprocess.Popen(
         [sys.executable, str(HERE / "sdk_server.py"), str(port)], stderr=subprocess.DEVNULL
@@ -391,6 +397,9 @@ async def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=3, help="measure every server this often; report medians"
     )
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/charts.py draws them)"
+    )
     args = parser.parse_args()
     load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load
     driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
@@ -403,7 +412,7 @@ async def main() -> None:
         flush=True,
     )
     # Rounds alternate the servers, so a slow spell of a shared machine hits all of them.
-    runs: dict[str, list[dict[int, float]]] = {}
+    runs: dict[str, list[Measured]] = {}
     for round_number in range(1, args.rounds + 1):
         print(f"\nround {round_number}", flush=True)
         with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
@@ -413,19 +422,34 @@ async def main() -> None:
                     result = await bench_looping(gateway, workers, args, load, Path(folder))
                     runs.setdefault(plural(workers), []).append(result)
         runs.setdefault("a2a-sdk", []).append(await bench_sdk(args, load))
-    medians = {
-        name: {level: statistics.median(run[level] for run in results) for level in args.levels}
-        for name, results in runs.items()
-    }
+    medians = {name: median_of(results) for name, results in runs.items()}
     print(f"\nmedian requests/s of {args.rounds} rounds, and looping-core / a2a-sdk")
     for level in args.levels:
-        sdk = medians["a2a-sdk"][level]
+        sdk = medians["a2a-sdk"][level]["rps"]
         ours = "   ".join(
-            f"{plural(workers)} {medians[plural(workers)][level]:6.0f} ="
-            f" {medians[plural(workers)][level] / sdk:4.2f}x"
+            f"{plural(workers)} {medians[plural(workers)][level]['rps']:6.0f} ="
+            f" {medians[plural(workers)][level]['rps'] / sdk:4.2f}x"
             for workers in args.workers
         )
         print(f"c={level:<3} a2a-sdk {sdk:5.0f}   looping-core {ours}")
+    if args.json:
+        series = {
+            (name if name == "a2a-sdk" else f"looping-core, {name}"): points
+            for name, points in medians.items()
+        }
+        write_results(args.json, "send_message", series, store=args.store, push=args.push,
+                      seconds=args.seconds, rounds=args.rounds)  # fmt: skip
+
+
+def median_of(runs: list[Measured]) -> Measured:
+    """Each measurement's median over the rounds, level by level."""
+    return {
+        level: {
+            key: statistics.median(run[level][key] for run in runs if key in run[level])
+            for key in runs[0][level]
+        }
+        for level in runs[0]
+    }
 
 
 if __name__ == "__main__":

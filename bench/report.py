@@ -1,0 +1,176 @@
+"""The Benchmarks page's tables and charts, from the benchmarks' own results.
+
+    python bench/send_message.py --json bench/results/send_message.json
+    python bench/agent_loop.py --json bench/results/agent_loop.json
+    python bench/report.py        # rewrites the tables in docs/benchmarks.md, draws the charts
+
+Each results file is one run's medians as the script printed them (bench/bench_results.py). The
+tables go between `<!-- results: NAME -->` and `<!-- end results -->` in docs/benchmarks.md; the
+charts are docs/images/bench-NAME.svg, each naming the sha256 of the file it was drawn from, so
+a test (tests/docs/test_benchmarks_page.py) can tell that the page shows the committed results
+without matplotlib installed. Numbers are copied, never computed here, except the ratios.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).parents[1]
+RESULTS = ROOT / "bench" / "results"
+PAGE = ROOT / "docs" / "benchmarks.md"
+IMAGES = ROOT / "docs" / "images"
+MARKED = re.compile(r"(<!-- results: (\w+) -->\n)(.*?)(<!-- end results -->)", re.S)
+
+Results = dict[str, Any]
+
+
+def load(name: str) -> Results:
+    results: Results = json.loads((RESULTS / f"{name}.json").read_text())
+    return results
+
+
+def digest(name: str) -> str:
+    """What a chart says it was drawn from."""
+    return hashlib.sha256((RESULTS / f"{name}.json").read_bytes()).hexdigest()
+
+
+def _levels(results: Results) -> list[str]:
+    first = next(iter(results["series"].values()))
+    return sorted(first, key=int)
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _grouped(number: float) -> str:
+    return f"{number:,.0f}"
+
+
+def send_message_table(results: Results) -> str:
+    series: dict[str, dict[str, dict[str, float]]] = results["series"]
+    levels = _levels(results)
+    lines = [
+        _row(["", *(f"c={level}" for level in levels), "server CPU per request (c=16)",
+              "SQL statements per request"]),
+        _row(["---"] * (len(levels) + 3)),
+    ]  # fmt: skip
+    for name, points in series.items():
+        counted = [points[level].get("statements") for level in levels]
+        statements = " / ".join(f"{count:.1f}" for count in counted if count is not None)
+        cpu = f"{points['16']['cpu_ms']:.2f} ms" if "16" in points else ""
+        rps = [f"{_grouped(points[level]['rps'])} req/s" for level in levels]
+        lines.append(_row([name, *rps, cpu, statements]))
+    sdk = series.get("a2a-sdk")
+    for name, points in series.items():
+        if name != "a2a-sdk" and sdk is not None:
+            ratios = [f"{points[level]['rps'] / sdk[level]['rps']:.2f}x" for level in levels]
+            cpu = f"{points['16']['cpu_ms'] / sdk['16']['cpu_ms']:.2f}x" if "16" in points else ""
+            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, ""]))
+    return "\n".join(lines) + "\n"
+
+
+def agent_loop_table(results: Results) -> str:
+    series: dict[str, dict[str, dict[str, float]]] = results["series"]
+    levels = _levels(results)
+    lines = [
+        _row(["", *(f"c={level}" for level in levels),
+              f"CPU per turn ({' / '.join(f'c={level}' for level in levels)})"]),
+        _row(["---"] * (len(levels) + 2)),
+    ]  # fmt: skip
+    for name, points in series.items():
+        cells = [
+            f"{point['turns_per_second']:.1f} turns/s (p50 {point['p50_ms']:.0f} ms)"
+            for point in (points[level] for level in levels)
+        ]
+        cpu = " / ".join(f"{points[level]['cpu_ms']:.1f}" for level in levels) + " ms"
+        lines.append(_row([name, *cells, cpu]))
+    ours, theirs = series["looping-core"], series["pydantic-ai"]
+    ratios = [
+        f"{ours[level]['turns_per_second'] / theirs[level]['turns_per_second']:.2f}x"
+        for level in levels
+    ]
+    cpu = " / ".join(f"{ours[level]['cpu_ms'] / theirs[level]['cpu_ms']:.2f}" for level in levels)
+    lines.append(_row(["looping-core / pydantic-ai", *ratios, cpu]))
+    return "\n".join(lines) + "\n"
+
+
+TABLES: dict[str, Callable[[Results], str]] = {
+    "send_message": send_message_table,
+    "agent_loop": agent_loop_table,
+}
+
+CHARTS: dict[str, tuple[str, str, str]] = {
+    # name: (the measurement per series, its axis label, the chart's title)
+    "send_message": ("rps", "requests/s", "Authenticated SendMessage, SQLite"),
+    "agent_loop": ("turns_per_second", "turns/s", "Agent turns (3 tool rounds each)"),
+}
+CPU_LABELS = {"send_message": "server CPU per request", "agent_loop": "CPU per turn"}
+
+
+def page_with_tables(page: str) -> str:
+    """docs/benchmarks.md with each marked table rendered from its results."""
+
+    def table(found: re.Match[str]) -> str:
+        return found[1] + "\n" + TABLES[found[2]](load(found[2])) + "\n" + found[4]
+
+    return MARKED.sub(table, page)
+
+
+def draw(name: str) -> Path:
+    """One chart: the measurement per concurrency level, and the CPU each unit of work cost."""
+    # Imported here: the tables (and the test that reads them) need no matplotlib.
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    # The same results give the same bytes: fixed ids, no date, text left as text.
+    plt.rcParams.update({"svg.hashsalt": "looping-core", "svg.fonttype": "none",
+                         "font.size": 10, "axes.spines.top": False,
+                         "axes.spines.right": False})  # fmt: skip
+    results = load(name)
+    measure, label, title = CHARTS[name]
+    levels = _levels(results)
+    series = results["series"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(9, 3.4), layout="constrained")
+    width = 0.8 / len(series)
+    for index, (series_name, points) in enumerate(series.items()):
+        offsets = [position + (index - (len(series) - 1) / 2) * width for position in
+                   range(len(levels))]  # fmt: skip
+        left.bar(offsets, [points[level][measure] for level in levels], width, label=series_name)
+        right.bar(offsets, [points[level]["cpu_ms"] for level in levels], width)
+    for axes, axis_label in ((left, label), (right, "ms")):
+        axes.set_xticks(range(len(levels)), [f"{level} at once" for level in levels])
+        axes.set_ylabel(axis_label)
+        axes.grid(axis="y", alpha=0.3)
+    left.set_title(f"{title}: {label}, higher is better", fontsize=10)
+    right.set_title(f"{CPU_LABELS[name]}, lower is better", fontsize=10)
+    figure.legend(loc="outside lower center", ncols=len(series), frameon=False)
+    target = IMAGES / f"bench-{name.replace('_', '-')}.svg"
+    described = (
+        f"Drawn by bench/report.py from bench/results/{name}.json "
+        f"(sha256 {digest(name)}), {results['date']}, {results['cpus']} CPUs."
+    )
+    figure.savefig(target, metadata={"Date": None, "Description": described})
+    plt.close(figure)
+    return target
+
+
+def main() -> None:
+    PAGE.write_text(page_with_tables(PAGE.read_text()))
+    print(f"tables rewritten in {PAGE.relative_to(ROOT)}")
+    for name in CHARTS:
+        if not (RESULTS / f"{name}.json").exists():
+            sys.exit(f"no results for {name}: run bench/{name}.py --json {RESULTS}/{name}.json")
+        print(f"drew {draw(name).relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
