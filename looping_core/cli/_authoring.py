@@ -32,7 +32,12 @@ def plugins() -> None:
 
 
 @plugins.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (contracts/plugins-list).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print JSON (its shape: contracts/plugins-list.schema.json).",
+)
 @config_option
 @clean_errors
 def list_command(as_json: bool, config_path: Path | None) -> None:

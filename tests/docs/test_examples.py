@@ -169,12 +169,29 @@ def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
     return moved
 
 
-def _environment(sandbox: Path) -> dict[str, str]:
-    """The shell a tutorial's reader has after the main command: the agent's key exported."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LOOPING_")}
+def _environment(sandbox: Path, database_url: str | None = None) -> dict[str, str]:
+    """The shell a tutorial's reader has after the main command: the agent's key exported (and,
+    for a page on PostgreSQL, `DATABASE_URL`: a fresh database on the suite's server)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("LOOPING_") and key != "DATABASE_URL"
+    }
     env.update(HOME=str(sandbox / "home"), XDG_STATE_HOME=str(sandbox / "home" / "state"))
     env["A2A_SIGNING_KEY"] = json.dumps(generate_signing_key("tutorial-key"))
+    if database_url is not None:
+        env["DATABASE_URL"] = database_url
     return env
+
+
+def _database_url(block: Block, request: pytest.FixtureRequest) -> str | None:
+    """A fresh PostgreSQL database for a block whose page's config reads `DATABASE_URL` (skipped
+    without PostgreSQL, unless the suite requires it)."""
+    page = [b for b in _all_blocks() if b.page == block.page]
+    if not any("env:DATABASE_URL" in b.code or "$DATABASE_URL" in b.code for b in page):
+        return None
+    url: str = request.getfixturevalue("postgres_url")
+    return url
 
 
 def _matches(expected: str, printed: str) -> bool:
@@ -189,13 +206,16 @@ def _matches(expected: str, printed: str) -> bool:
     return re.fullmatch(pattern + "\n?", printed) is not None
 
 
-def _run_shell(block: Block, sandbox: Path, moved: dict[str, str]) -> str:
+def _run_shell(
+    block: Block, sandbox: Path, moved: dict[str, str], database_url: str | None = None
+) -> str:
     code = block.code
     for port, free in moved.items():  # the commands' URLs, moved as the configs' were
         code = code.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
     script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + code
     done = subprocess.run(
-        ["bash", "-c", script], cwd=sandbox, env=_environment(sandbox), capture_output=True,
+        ["bash", "-c", script], cwd=sandbox, env=_environment(sandbox, database_url),
+        capture_output=True,
         text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, (
@@ -220,8 +240,11 @@ def _run_here(lang: str) -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", _run_here("sh"))
-def test_a_shell_block_runs_as_written(block: Block, sandbox: Path) -> None:
-    printed = _run_shell(block, sandbox, _lay_out(sandbox, block.page))
+def test_a_shell_block_runs_as_written(
+    block: Block, sandbox: Path, request: pytest.FixtureRequest
+) -> None:
+    moved = _lay_out(sandbox, block.page)
+    printed = _run_shell(block, sandbox, moved, _database_url(block, request))
     expected = _output_after(block)
     if expected is not None:
         assert _matches(expected, printed), f"{block.name} printed:\n{printed}"

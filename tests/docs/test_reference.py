@@ -1,6 +1,8 @@
 """The reference pages are complete: every key of the config schema has a row in docs/config.md
-(and no row names a key the schema lacks), and docs/cli.md is the `looping` command as click
-describes it. A key or an option added without its documentation fails here."""
+(and no row names a key the schema lacks), docs/cli.md is the `looping` command as click
+describes it, docs/errors.md the error table, and every file or test a page points at exists. A
+key or an option added without its documentation, or a test renamed under its page, fails
+here."""
 
 from __future__ import annotations
 
@@ -130,3 +132,28 @@ def test_every_token_check_has_its_name_in_the_edge_page() -> None:
     documented = {name for row in rows for name in re.findall(r"`([a-z-]+)`", row.split(" | ")[-1])}
     assert raised, "no check names found in the code"
     assert documented == raised
+
+
+def test_every_file_and_test_a_page_names_exists() -> None:
+    """A page that points into the repository (`bench/jobs.py`, or the test that pins a promise:
+    `tests/x.py::test_y`) points at something that is there: a file moved or a test renamed
+    without its page fails here."""
+    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+    named = {
+        (page.name, reference)
+        for page in pages
+        for reference in re.findall(
+            r"(?:tests|bench|looping_core|looping_plugins_example|examples|contracts|\.ci)/"
+            r"[\w./-]*\w(?:::test_\w+)?",
+            page.read_text(),
+        )
+    }
+    assert any("::test_" in reference for _, reference in named), "no page names a test"
+    missing = []
+    for page, reference in sorted(named):
+        path, _, test = reference.partition("::")
+        if not (ROOT / path).exists():
+            missing.append(f"{page}: {path}")
+        elif test and f"def {test}(" not in (ROOT / path).read_text():
+            missing.append(f"{page}: {reference}")
+    assert missing == []
