@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cli_reference import render
+from errors_reference import FAILURE_REASONS, reasons_in_code
 from errors_reference import render as render_errors
 
 ROOT = Path(__file__).parents[2]
@@ -116,6 +117,13 @@ def test_the_error_reference_is_the_error_table() -> None:
         "docs/errors.md is out of date: regenerate it with"
         " `python tests/docs/errors_reference.py > docs/errors.md` and review the diff"
     )
+
+
+def test_every_failure_reason_core_writes_is_in_the_error_reference() -> None:
+    """The reason codes in docs/errors.md are the ones core's code writes, no more, no fewer."""
+    written = reasons_in_code()
+    assert "AGENT_ERROR" in written, "the reasons in the code were not found"
+    assert set(FAILURE_REASONS) == written
 
 
 def test_every_token_check_has_its_name_in_the_edge_page() -> None:
