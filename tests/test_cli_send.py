@@ -3,9 +3,11 @@ newcomer's first turn with no file edited by hand, and what a refusal looks like
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -107,10 +109,32 @@ def test_send_reads_stdin_and_works_beside_a_running_gateway(
             timeout=60,
             check=False,
         )
+        assert sent.returncode == 0, sent.stderr
+        assert "Counted 4 words." in sent.stdout.splitlines()
+        # The agent's push went to the standing gateway, which took it: the credentials `send`
+        # gave are the ones it expects (they come from the same key), not refused 401 and
+        # retried for a day.
+        attempts = _push_attempts(tmp_path / "looping.db")
     finally:
         stop(gateway)
-    assert sent.returncode == 0, sent.stderr
-    assert "Counted 4 words." in sent.stdout.splitlines()
+    assert attempts == [("delivered", 200)], attempts
+
+
+def _push_attempts(database: Path, timeout: float = 15.0) -> list[tuple[str, int | None]]:
+    """Every delivery attempt of the agent's pushes and its outbox state, once none is
+    pending."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.closing(sqlite3.connect(database)) as connection:
+            rows = connection.execute(
+                "SELECT o.state, a.status FROM push_outbox o"
+                " LEFT JOIN push_attempts a ON a.outbox_id = o.id ORDER BY a.id"
+            ).fetchall()
+        if rows and all(state != "pending" for state, _ in rows):
+            return [(state, status) for state, status in rows]
+        if time.monotonic() > deadline:
+            return [(state, status) for state, status in rows]
+        time.sleep(0.1)
 
 
 def test_a_refused_token_exits_non_zero_naming_the_check(

@@ -253,11 +253,9 @@ async def send_text(
     try:
         inbox = f"send-{uuid.uuid4().hex[:12]}"
         message = user_message(text, task_id=task_id, context_id=context_id)
-        push = (
-            gateway.push_config(inbox)
-            if receiving
-            else {"url": f"{target.origin}/push/{inbox}", "token": uuid.uuid4().hex}
-        )
+        # Not receiving: the standing `looping gateway` takes the push, with the same key and
+        # so the same push credentials; the answer is read back with GetTask.
+        push = gateway.push_config(inbox)
         params = {
             "message": message,
             "configuration": {"returnImmediately": True, "taskPushNotificationConfig": push},

@@ -11,6 +11,8 @@ answered 401 (`refuse_unverified`), and only the latest `max_pushes` are kept.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -98,6 +100,13 @@ def user_message(
     return message
 
 
+def _derived(private_jwk: Mapping[str, Any], purpose: str) -> str:
+    """A secret of the gateway's own for `purpose`, derived from its private key (one way: it
+    gives nothing of the key away)."""
+    key = json.dumps(private_jwk, sort_keys=True).encode()
+    return hmac.new(key, purpose.encode(), hashlib.sha256).hexdigest()[:32]
+
+
 class LocalGateway(LocalServer):
     """A gateway on `host:port` (a free port when 0) with `private_jwk` as its key."""
 
@@ -123,8 +132,10 @@ class LocalGateway(LocalServer):
         """The agent's JWKS; pushes are verified against it (set it before pushes arrive)."""
         self.verify_pushes = True
         self.pushes: list[ReceivedPush] = []
-        self.push_token = "push-token-" + uuid.uuid4().hex
-        self.push_credentials = "push-credentials-" + uuid.uuid4().hex
+        # The same in every process that holds this gateway's key: a `looping send` beside a
+        # standing `looping gateway` gives the agent credentials the standing one accepts.
+        self.push_token = "push-token-" + _derived(self.private_jwk, "push token")
+        self.push_credentials = "push-credentials-" + _derived(self.private_jwk, "push credentials")
         self._push_arrived = asyncio.Condition()
         super().__init__(port)
 
