@@ -1,9 +1,9 @@
 """The machine-readable output of a benchmark: what bench/charts.py draws the docs' charts from.
 
 One JSON file per run: which benchmark, when, on how many CPUs, with which command, and its
-medians as `series` (a name such as "looping-core, 1 worker") -> `points` (a concurrency level)
--> measurements (`rps`, `cpu_ms`, ...). The figures are the ones the script printed; nothing is
-computed here.
+medians as `series` (a name such as "looping-core, 1 worker") -> `points` (a concurrency level,
+or a shape of load) -> measurements (`rps`, `cpu_ms`, ...). The figures are the ones the script
+printed; nothing is computed here.
 """
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+Series = Mapping[str, Mapping[Any, Mapping[str, float]]]
 
-def write_results(
-    path: Path, benchmark: str, series: dict[str, dict[int, dict[str, float]]], **extra: Any
-) -> None:
+
+def write_results(path: Path, benchmark: str, series: Series, **extra: Any) -> None:
     rounded = {
         name: {str(x): {key: round(v, 3) for key, v in m.items()} for x, m in points.items()}
         for name, points in series.items()

@@ -1,7 +1,7 @@
 """Delegation benchmark: the scheduler's overhead per subtask, every step durable.
 
     python bench/delegation.py [--subtasks 20] [--waves 4] [--parallel 8] [--latency-ms 20]
-                               [--repeat 5]
+                               [--repeat 5] [--json results.json]
 
 One turn of a `RoundAgent` run by the embedded runner on SQLite: the model's first answer is a
 plan of `--subtasks` subtasks in `--waves` waves (each subtask of a wave depends on every
@@ -52,6 +52,8 @@ from looping_core.store.internal import (
     bind,
     upgrade,
 )
+
+from bench_results import write_results  # bench/ is on the path
 
 CALLER = Identity("bench", "https://gateway.bench", "caller")
 
@@ -199,6 +201,10 @@ async def run(options: argparse.Namespace) -> None:
         f"\nmedians ({options.subtasks} subtasks in {options.waves} waves, at most"
         f" {options.parallel} at once, model latency {options.latency_ms} ms):\n" + _line(medians)
     )
+    if options.json:
+        write_results(options.json, "delegation", {"RoundAgent": {options.subtasks: medians}},
+                      waves=options.waves, parallel=options.parallel,
+                      latency_ms=options.latency_ms, repeat=options.repeat)  # fmt: skip
 
 
 def _line(result: Mapping[str, float]) -> str:
@@ -217,6 +223,9 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

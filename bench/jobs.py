@@ -2,6 +2,7 @@
 killed worker's turns take to run again.
 
     python bench/jobs.py [--turns 2000] [--workers 1,2,4] [--concurrency 32] [--rounds 1]
+                         [--json results.json]
 
 Starts a throwaway PostgreSQL server on this machine, one `looping serve` that only accepts
 turns (`[runner] serve_runs_jobs = false`), and `looping worker` processes that run them. For
@@ -48,6 +49,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
+from bench_results import write_results  # bench/ is on the path
 from throwaway_postgres import throwaway_postgres
 
 HERE = Path(__file__).parent
@@ -243,6 +245,9 @@ async def main() -> None:
     parser.add_argument("--workers", default="1,2,4", help="worker process counts")
     parser.add_argument("--concurrency", type=int, default=32, help="calls at once")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
+    )
     args = parser.parse_args()
     counts = [int(item) for item in args.workers.split(",")]
     print(f"{os.cpu_count()} CPUs; {args.turns} turns per run, {args.concurrency} calls at once;"
@@ -256,19 +261,29 @@ async def main() -> None:
                   f"   pushed {pushed:6.0f}/s   {per_turn:5.1f} commits/turn   procrastinate"
                   f" no-op {ceiling:6.0f} jobs/s (turns: {completed / ceiling:4.2f}x)",
                   flush=True)  # fmt: skip
+    keys = ("accepted_per_second", "completed_per_second", "pushed_per_second",
+            "commits_per_turn", "noop_jobs_per_second")  # fmt: skip
+    medians = {
+        workers: {key: statistics.median(run[i] for run in runs) for i, key in enumerate(keys)}
+        for workers, runs in results.items()
+    }
     if args.rounds > 1:
-        for workers, runs in results.items():
-            medians = [statistics.median(run[i] for run in runs) for i in range(5)]
+        for workers, median in medians.items():
             print(
-                f"median, {workers} worker(s): accepted {medians[0]:.0f}/s, completed"
-                f" {medians[1]:.0f}/s, pushed {medians[2]:.0f}/s, {medians[3]:.1f} commits/turn,"
-                f" no-op {medians[4]:.0f} jobs/s"
+                f"median, {workers} worker(s): accepted {median['accepted_per_second']:.0f}/s,"
+                f" completed {median['completed_per_second']:.0f}/s, pushed"
+                f" {median['pushed_per_second']:.0f}/s, {median['commits_per_turn']:.1f}"
+                f" commits/turn, no-op {median['noop_jobs_per_second']:.0f} jobs/s"
             )
     seconds = await recovery()
     print(
         f"recovery: a killed worker's 16 turns were taken up by the other {seconds:.2f} s after"
         " the SIGKILL (stalled_after_seconds 3, sweep_seconds 1)"
     )
+    if args.json:
+        series = {"looping-core": {workers: median for workers, median in medians.items()}}
+        write_results(args.json, "jobs", series, turns=args.turns, concurrency=args.concurrency,
+                      rounds=args.rounds, recovery_seconds=round(seconds, 2))  # fmt: skip
 
 
 if __name__ == "__main__":

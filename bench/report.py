@@ -2,6 +2,11 @@
 
     python bench/send_message.py --json bench/results/send_message.json
     python bench/agent_loop.py --json bench/results/agent_loop.json
+    python bench/streams.py --rounds 2 --json bench/results/streams.json
+    python bench/send_message.py --store postgres --levels 16 --workers 1,2 --rounds 1 \\
+        --json bench/results/send_message_postgres.json
+    python bench/jobs.py --turns 1000 --workers 1,2 --rounds 3 --json bench/results/jobs.json
+    python bench/delegation.py --json bench/results/delegation.json
     python bench/report.py        # rewrites the tables in docs/benchmarks.md, draws the charts
 
 Each results file is one run's medians as the script printed them (bench/bench_results.py). The
@@ -101,13 +106,69 @@ def agent_loop_table(results: Results) -> str:
     return "\n".join(lines) + "\n"
 
 
+def streams_table(results: Results) -> str:
+    lines = [
+        _row(["", "events/s", "delay p50", "delay p99", "server CPU"]),
+        _row(["---"] * 5),
+    ]
+    for workers, shapes in results["series"].items():
+        for shape, point in shapes.items():
+            lines.append(_row([
+                f"{workers}, {shape}", _grouped(point["events_per_second"]),
+                f"{point['p50_ms']:.1f} ms", f"{point['p99_ms']:.0f} ms",
+                f"{point['cpu_share']:.0%}",
+            ]))  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def jobs_table(results: Results) -> str:
+    lines = [
+        _row(["workers", "accepted/s", "completed/s", "pushed/s", "commits per turn",
+              "procrastinate no-op jobs/s", "completed / no-op"]),
+        _row(["---"] * 7),
+    ]  # fmt: skip
+    for workers, point in results["series"]["looping-core"].items():
+        lines.append(_row([
+            workers, _grouped(point["accepted_per_second"]),
+            _grouped(point["completed_per_second"]), _grouped(point["pushed_per_second"]),
+            f"{point['commits_per_turn']:.1f}", _grouped(point["noop_jobs_per_second"]),
+            f"{point['completed_per_second'] / point['noop_jobs_per_second']:.2f}x",
+        ]))  # fmt: skip
+    recovery = results.get("recovery_seconds")
+    if recovery is not None:
+        lines += ["", f"A killed worker's 16 turns were taken up by the other {recovery:.1f} s "
+                      "after the SIGKILL."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def delegation_table(results: Results) -> str:
+    lines = [
+        _row(["subtasks", "wall per turn", "of which the model's", "overhead per subtask",
+              "CPU per subtask", "dependency done to dependant started (p50)"]),
+        _row(["---"] * 6),
+    ]  # fmt: skip
+    for subtasks, point in results["series"]["RoundAgent"].items():
+        lines.append(_row([
+            f"{subtasks} in {results['waves']} waves, {results['parallel']} at once",
+            f"{point['wall_ms']:.0f} ms", f"{point['model_ms']:.0f} ms",
+            f"{point['overhead_ms_per_subtask']:.2f} ms", f"{point['cpu_ms_per_subtask']:.2f} ms",
+            f"{point['dispatch_p50_ms']:.2f} ms",
+        ]))  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Results], str]] = {
     "send_message": send_message_table,
+    "send_message_postgres": send_message_table,
     "agent_loop": agent_loop_table,
+    "streams": streams_table,
+    "jobs": jobs_table,
+    "delegation": delegation_table,
 }
 
 CHARTS: dict[str, tuple[str, str, str]] = {
-    # name: (the measurement per series, its axis label, the chart's title)
+    # name: (the measurement per series, its axis label, the chart's title); where a curve says
+    # more than the table
     "send_message": ("rps", "requests/s", "Authenticated SendMessage, SQLite"),
     "agent_loop": ("turns_per_second", "turns/s", "Agent turns (3 tool rounds each)"),
 }
@@ -164,11 +225,12 @@ def draw(name: str) -> Path:
 
 
 def main() -> None:
+    for name in TABLES:
+        if not (RESULTS / f"{name}.json").exists():
+            sys.exit(f"no results for {name}: run bench/{name}.py --json {RESULTS}/{name}.json")
     PAGE.write_text(page_with_tables(PAGE.read_text()))
     print(f"tables rewritten in {PAGE.relative_to(ROOT)}")
     for name in CHARTS:
-        if not (RESULTS / f"{name}.json").exists():
-            sys.exit(f"no results for {name}: run bench/{name}.py --json {RESULTS}/{name}.json")
         print(f"drew {draw(name).relative_to(ROOT)}")
 
 

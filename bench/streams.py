@@ -1,7 +1,7 @@
 """Streaming benchmark: events/s and the delay from an agent's event to its subscribers.
 
     python bench/streams.py [--subscribers 100] [--events 200] [--interval-ms 10]
-                            [--workers 1,2] [--rounds 1]
+                            [--workers 1,2] [--rounds 1] [--json results.json]
 
 Starts `looping serve` (SQLite in a temporary folder) with an agent that, once its subscribers
 are connected, reports `--events` progress events `--interval-ms` apart, each carrying the time
@@ -37,7 +37,8 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
-from send_message import cpu_seconds  # bench/ is on the path when run as bench/streams.py
+from bench_results import write_results  # bench/ is on the path when run as bench/streams.py
+from send_message import cpu_seconds
 
 HERE = Path(__file__).parent
 TENANT = "emitter"
@@ -167,16 +168,32 @@ async def one_shape(
     return elapsed, delays, sum(counts)
 
 
-def line(label: str, elapsed: float, delays: list[float], count: int, cpu: float) -> str:
+def measured(elapsed: float, delays: list[float], count: int, cpu: float) -> dict[str, float]:
     ms = sorted(d * 1000 for d in delays)
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    return {
+        "events_per_second": count / elapsed,
+        "p50_ms": statistics.median(ms),
+        "p99_ms": ms[min(len(ms) - 1, int(len(ms) * 0.99))],
+        "max_ms": ms[-1],
+        "cpu_share": cpu / elapsed,
+    }
+
+
+def line(label: str, result: dict[str, float]) -> str:
     return (
-        f"{label:<32} {count / elapsed:7.0f} events/s   delay p50 {statistics.median(ms):6.1f} ms"
-        f"   p99 {p99:6.1f} ms   max {ms[-1]:6.1f} ms   server CPU {cpu / elapsed:4.0%}"
+        f"{label:<32} {result['events_per_second']:7.0f} events/s"
+        f"   delay p50 {result['p50_ms']:6.1f} ms   p99 {result['p99_ms']:6.1f} ms"
+        f"   max {result['max_ms']:6.1f} ms   server CPU {result['cpu_share']:4.0%}"
     )
 
 
-async def bench(options: argparse.Namespace, workers: int, gateway: FakeGateway) -> None:
+Runs = dict[str, dict[str, list[dict[str, float]]]]
+"""Per worker count, per shape: each round's measurements."""
+
+
+async def bench(
+    options: argparse.Namespace, workers: int, gateway: FakeGateway, runs: Runs
+) -> None:
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         port = unused_port()
@@ -213,16 +230,35 @@ async def bench(options: argparse.Namespace, workers: int, gateway: FakeGateway)
                         cpu = cpu_seconds(server.pid) - cpu
                         shape = f"{tasks} task{'s' if tasks > 1 else ''} x {per_task} stream"
                         shape += "s" if per_task > 1 else ""
-                        print(line(f"{label}, {shape}", elapsed, delays, count, cpu), flush=True)
+                        result = measured(elapsed, delays, count, cpu)
+                        runs.setdefault(label, {}).setdefault(shape, []).append(result)
+                        print(line(f"{label}, {shape}", result), flush=True)
         finally:
             server.terminate()
             server.wait(timeout=30)
 
 
 async def run(options: argparse.Namespace) -> None:
+    runs: Runs = {}
     async with FakeGateway() as gateway:
         for workers in options.workers:
-            await bench(options, workers, gateway)
+            await bench(options, workers, gateway, runs)
+    medians = {
+        label: {
+            shape: {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
+            for shape, rounds in shapes.items()
+        }
+        for label, shapes in runs.items()
+    }
+    if options.rounds > 1:
+        print(f"\nmedians of {options.rounds} rounds")
+        for label, shapes in medians.items():
+            for shape, result in shapes.items():
+                print(line(f"{label}, {shape}", result))
+    if options.json:
+        write_results(options.json, "streams", medians, subscribers=options.subscribers,
+                      events=options.events, interval_ms=options.interval_ms,
+                      rounds=options.rounds)  # fmt: skip
 
 
 def main() -> None:
@@ -236,6 +272,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument(
         "--poll-seconds", type=float, default=0.02, help="[streaming] poll_seconds (SQLite)"
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )
     asyncio.run(run(parser.parse_args()))
 
