@@ -209,6 +209,9 @@ class ToolFamily:
     name: str = attrs.field(validator=_check_name)
     description: str
     factory: Callable[[ToolContext], Sequence[Tool]]
+    aclose: Callable[[], Awaitable[None]] | None = None
+    """Called once when the server stops, to release what the family's tools hold open
+    (connections, processes); it must not raise. `None`: nothing to release."""
 
 
 @attrs.frozen

@@ -43,6 +43,7 @@ from looping_core.agent._model import (
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     Message,
@@ -58,7 +59,7 @@ __all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_to
 
 _log = logging.getLogger("looping_core.agent")
 
-_RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
+_RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock, DataBlock)
 MAX_NAMED = 10
 """How many of a call's argument problems its error result names (every one, up to this)."""
 

@@ -16,6 +16,7 @@ from looping_core.contract import (
     ToolFamily,
     WorkspaceBacking,
 )
+from looping_core.errors import ProblemsError
 from looping_core.plugins._calls import call_one, implementations
 from looping_core.plugins._collector import Collector, raised
 from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry
@@ -54,6 +55,12 @@ def collect_contributions(
                 continue
             try:
                 result = call_one(impl, {"config": plugin.config})
+            except ProblemsError as exc:
+                # The plugin's own sentences (a server it cannot reach, a setting it refuses):
+                # each is a startup problem as it stands, said in the plugin's name.
+                for line in exc.problem_lines():
+                    problems.add("plugin-startup", line, plugin.source, cause=exc)
+                continue
             except Exception as exc:
                 problems.add(
                     "hook-failed",

@@ -108,6 +108,18 @@ class PluginHost:
         except Exception:
             _log.exception("%s: messages_displaced raised; ignored", plugin.source)
 
+    async def aclose(self) -> None:
+        """Release what the tool families hold open (`ToolFamily.aclose`), each once; one that
+        raises is logged and the others still run."""
+        for name, contribution in self.registry.tool_families.items():
+            close = contribution.item.aclose
+            if close is None:
+                continue
+            try:
+                await close()
+            except Exception:
+                _log.exception("%s: tool family %r failed to close", contribution.source, name)
+
     def _impls(self, hook: str) -> list[tuple[LoadedPlugin, pluggy.HookImpl]]:
         impls = implementations(self._pm, hook)
         return [(p, impls[p.key]) for p in self.registry.plugins if p.key in impls]

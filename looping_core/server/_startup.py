@@ -80,9 +80,11 @@ class Startup:
         return self.config.uses_job_engine(self.environ)
 
     async def aclose(self) -> None:
-        """Close the agents (their models' connections)."""
+        """Close the agents (their models' connections), then what the plugins' tool families
+        hold open."""
         for agent in self.agents.values():
             await agent.aclose()
+        await self.plugins.aclose()
 
 
 class StartupProblems(ProblemsError):

@@ -18,6 +18,7 @@ from looping_core.agent import (
 )
 from looping_core.content import (
     AssistantMessage,
+    DataBlock,
     ImageBlock,
     Message,
     TextBlock,
@@ -163,13 +164,16 @@ async def test_calls_of_one_response_run_at_once_within_the_bound() -> None:
 async def test_return_values_become_content() -> None:
     picture = ImageBlock("image/png", url="https://example.org/p.png")
 
+    data = DataBlock({"sum": 5})
+
     async def give(arguments: Mapping[str, Any]) -> Any:
-        return {"none": None, "text": "t", "image": picture, "json": {"b": 1, "a": [1.5]}}[
-            arguments["kind"]
-        ]
+        return {
+            "none": None, "text": "t", "image": picture, "json": {"b": 1, "a": [1.5]},
+            "blocks": (TextBlock("t"), data),
+        }[arguments["kind"]]  # fmt: skip
 
     tool = Tool("give", "Gives.", {"type": "object"}, give)
-    kinds = ["none", "text", "image", "json"]
+    kinds = ["none", "text", "image", "json", "blocks"]
     model = ScriptedModel(
         [calls(*((k, "give", f'{{"kind": "{k}"}}') for k in kinds)), answer("ok")]
     )
@@ -179,6 +183,7 @@ async def test_return_values_become_content() -> None:
         (TextBlock("t"),),
         (picture,),
         (TextBlock('{"a":[1.5],"b":1}'),),
+        (TextBlock("t"), data),  # structured data stays data
     ]
 
 

@@ -6,11 +6,13 @@ import importlib
 import logging
 from typing import Any
 
+import pluggy
 import pytest
 
 from looping_core.config import Config, PluginsConfig
-from looping_core.contract import Identity, SessionRef, Turn
+from looping_core.contract import Identity, SessionRef, ToolFamily, Turn
 from looping_core.plugins import PluginHost
+from looping_core.plugins._registry import Contribution, PluginRegistry, Provenance
 
 pytestmark = pytest.mark.usefixtures("installed_test_plugins")
 
@@ -112,3 +114,28 @@ async def test_a_tenant_subset_sees_only_its_plugins() -> None:
     assert set(plugins.registry.tool_families) == {"good-tools"}
     assert await plugins.should_handle_turn([], turn("hi")) is True
     assert module.refusing.turns == []
+
+
+async def test_closing_the_host_closes_every_family_once_even_past_one_that_raises(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    closed: list[str] = []
+
+    def family(name: str, fails: bool = False) -> Contribution[ToolFamily]:
+        async def aclose() -> None:
+            closed.append(name)
+            if fails:
+                raise RuntimeError("cannot close")
+
+        item = ToolFamily(name, "A family.", lambda context: [], aclose=aclose)
+        return Contribution(item, Provenance("p", "dist", "1.0"))
+
+    families = {"a": family("a", fails=True), "b": family("b"), "c": family("c")}
+    families["c"] = Contribution(
+        ToolFamily("c", "Holds nothing.", lambda c: []), families["c"].source
+    )
+    registry = PluginRegistry(tool_families=families)
+    with caplog.at_level(logging.ERROR, logger="looping_core.plugins"):
+        await PluginHost(registry, pluggy.PluginManager("looping")).aclose()
+    assert closed == ["a", "b"]
+    assert "plugin 'p' (dist 1.0): tool family 'a' failed to close" in caplog.text
