@@ -31,6 +31,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("looping_core.contract", "looping_core.hookspecs"),
     ("looping_core.content",),
     ("looping_core.tools",),
+    # A plugin shipped with core: the contract and the vocabulary below it, nothing above.
+    ("looping_core.mcp",),
     ("looping_core.config",),
     ("looping_core.plugins",),
     ("looping_core.a2a",),

@@ -166,6 +166,13 @@ class NotesAgent(LoopingAgent):
         return ["notes"]
 
 
+class ToolsAgent(NotesAgent):
+    """A LoopingAgent with every tool family its tenant's plugins offer."""
+
+    def agent_tool_families(self) -> Sequence[str] | None:
+        return None
+
+
 class AskingAgent(NotesAgent):
     """May ask the caller a question (the action's words are the test's)."""
 

@@ -49,3 +49,12 @@ def stop(process: subprocess.Popen[bytes], signum: int = signal.SIGINT) -> int:
     if process.poll() is None:
         process.send_signal(signum)
     return process.wait(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "zombie" not in status.lower()
