@@ -247,14 +247,7 @@ def _message(message: Message) -> list[dict[str, Any]]:
     if isinstance(message, AssistantMessage):
         return [_assistant(message)]
     if isinstance(message, ToolResultMessage):
-        return [
-            {
-                "role": "tool",
-                "tool_call_id": result.tool_use_id,
-                "content": "".join(_tool_text(block) for block in result.content),
-            }
-            for result in message.content
-        ]
+        return _tool_results(message)
     raise TypeError(f"not a message: {type(message).__name__}")  # pragma: no cover
 
 
@@ -304,16 +297,35 @@ def _assistant(message: AssistantMessage) -> dict[str, Any]:
     return entry  # reasoning is not sent back: Chat Completions has no field for it
 
 
+def _tool_results(message: ToolResultMessage) -> list[dict[str, Any]]:
+    """One `tool` message per result, with its text. Chat Completions takes nothing but text
+    in a tool message, so the results' images, audio and documents by bytes follow them as one
+    user message of those parts alone, in the results' order (no words added)."""
+    entries: list[dict[str, Any]] = []
+    media: list[dict[str, Any]] = []
+    for result in message.content:
+        texts = [_tool_text(block) for block in result.content if _is_text(block)]
+        media += [_user_part(block) for block in result.content if not _is_text(block)]
+        entries.append(
+            {"role": "tool", "tool_call_id": result.tool_use_id, "content": "".join(texts)}
+        )
+    if media:
+        entries.append({"role": "user", "content": media})
+    return entries
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, TextBlock | DataBlock) or (
+        isinstance(block, DocumentBlock) and block.text is not None
+    )
+
+
 def _tool_text(block: Any) -> str:
     if isinstance(block, TextBlock):
         return block.text
     if isinstance(block, DocumentBlock) and block.text is not None:
         return block.text
-    if isinstance(block, DataBlock):
-        return _json_text(block.value)
-    raise ValueError(
-        f"a tool result's {type(block).__name__} has no Chat Completions form (text only)"
-    )
+    return _json_text(block.value)
 
 
 def _json_text(value: Any) -> str:

@@ -25,6 +25,7 @@ from looping_core.agent import (
 )
 from looping_core.content import (
     AssistantMessage,
+    DataBlock,
     DocumentBlock,
     ImageBlock,
     RefusalBlock,
@@ -199,6 +200,37 @@ async def test_a_conversation_is_sent_in_chat_completions_form(
         },
         {"role": "tool", "tool_call_id": "call-1", "content": "added"},
         {"role": "user", "content": [{"type": "text", "text": "milk, eggs"}]},
+    ]
+
+
+async def test_a_tools_images_follow_its_text_result_as_a_user_message(
+    server: FakeModelServer, model_on: Callable[..., OpenAIChatModel]
+) -> None:
+    """Chat Completions takes only text in a tool message: what else a tool returned (an
+    MCP server's screenshot) goes in one user message of those parts right after the tool
+    messages, and no words are added."""
+    server.replies.append(Reply.text("ok"))
+    png = b"\x89PNG"
+    conversation = (
+        UserMessage([TextBlock("look")]),
+        AssistantMessage(
+            [ToolUseBlock("call-1", "shot", {}), ToolUseBlock("call-2", "sum", {"a": 1})]
+        ),
+        ToolResultMessage([
+            ToolResultBlock("call-1", (TextBlock("page"), ImageBlock("image/png", data=png))),
+            ToolResultBlock("call-2", (DataBlock({"sum": 3}),)),
+        ]),
+    )  # fmt: skip
+    await respond(model_on(server), ModelRequest(conversation))
+    assert server.requests[0]["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "call-1", "content": "page"},
+        {"role": "tool", "tool_call_id": "call-2", "content": '{"sum":3}'},
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+            ],
+        },
     ]
 
 

@@ -43,7 +43,7 @@ command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(SERVER))}, "stdio"]
 env = {{ MCP_TEST_FOLDER = {json.dumps(str(mcp_folder))} }}
 tool_family = "weather"
-tools = ["getWeather"]
+tools = ["getWeather", "pixel"]
 """ + tenant_toml(
         "forecaster",
         "support.agents:ToolsAgent",
@@ -67,7 +67,7 @@ async def test_a_looping_agent_calls_an_mcp_tool_through_looping_serve(
     tmp_path: Path, gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
     model_server.replies += [
-        Reply.tool_calls(("call-7", "get_weather", {"city": "Paris"})),
+        Reply.tool_calls(("call-7", "get_weather", {"city": "Paris"}), ("call-8", "pixel", {})),
         Reply.text("It is sunny in Paris."),
     ]
     port = unused_port()
@@ -90,11 +90,15 @@ async def test_a_looping_agent_calls_an_mcp_tool_through_looping_serve(
         assert task["artifacts"][0]["parts"] == [{"text": "It is sunny in Paris."}]
         # The model was offered the server's tool, and read its result.
         offered = [tool["function"]["name"] for tool in model_server.requests[0]["tools"]]
-        assert offered == ["get_weather"]
-        result = model_server.requests[1]["messages"][-1]
-        assert result["role"] == "tool"
-        assert result["tool_call_id"] == "call-7"
-        assert json.loads(result["content"]) == {"result": "sunny in Paris"}
+        assert offered == ["get_weather", "pixel"]
+        weather, pixel, image = model_server.requests[1]["messages"][-3:]
+        assert (weather["role"], weather["tool_call_id"]) == ("tool", "call-7")
+        assert json.loads(weather["content"]) == {"result": "sunny in Paris"}
+        # The image a tool returned reaches the model, after the tool messages.
+        assert (pixel["role"], pixel["tool_call_id"], pixel["content"]) == ("tool", "call-8", "")
+        assert image["role"] == "user"
+        [part] = image["content"]
+        assert part["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
         running = [int(p.read_text()) for p in (tmp_path / "mcp").glob("pid-*")]
         assert len(running) == 2  # startup's listing (closed since) and the serving connection
     finally:
