@@ -163,7 +163,10 @@ async def test_a_postgresql_restart_under_load_stops_no_job_worker_and_loses_no_
     loader = asyncio.create_task(traffic.load(f"file:{released}"))
     await asyncio.sleep(1)
 
-    own_postgres.stop("fast")
+    # On a thread: pg_ctl waits, and this test's own traffic must not wait with it (a
+    # connection PostgreSQL took while shutting down can hold its restart for a minute, and a
+    # blocked loop would time out the load's requests as if the agent had not answered).
+    await asyncio.to_thread(own_postgres.stop, "fast")
     await asyncio.sleep(1)
     status, body = await ready(port)
     assert status == 503
@@ -174,7 +177,7 @@ async def test_a_postgresql_restart_under_load_stops_no_job_worker_and_loses_no_
             while "jobs" not in (await ready(port))[1].get("failing", []):  # type: ignore[operator]
                 await asyncio.sleep(0.1)
     await asyncio.sleep(OUTAGE_SECONDS - 2)
-    own_postgres.start()
+    await asyncio.to_thread(own_postgres.start)
     back_after = await until_ready(port, 30)
     await asyncio.sleep(1)
     traffic.stop()
