@@ -56,7 +56,13 @@ from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._engine_schema import refresh_jobs_statistics
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
-from looping_core.store.internal import Database, JobAlreadyQueued, StoreUnavailable, TaskStore
+from looping_core.store.internal import (
+    Database,
+    JobAlreadyQueued,
+    StoreUnavailable,
+    TaskStore,
+    bounded_connects,
+)
 
 __all__ = [
     "PUSH_QUEUE",
@@ -247,7 +253,7 @@ class JobEngine:
         # A pool that waits for a connection only briefly: a worker stopping because the store
         # went away must not hang in its shutdown (psycopg's default wait is 30 s).
         connector = procrastinate.PsycopgConnector(
-            conninfo=url, timeout=POOL_WAIT_SECONDS, pool_factory=_pool
+            conninfo=bounded_connects(url), timeout=POOL_WAIT_SECONDS, pool_factory=_pool
         )
         self._connector = connector
         self.app = procrastinate.App(connector=connector)

@@ -28,6 +28,7 @@ import importlib.util
 import queue
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -95,8 +96,30 @@ def open_database(url: str) -> peewee.Database:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         return peewee.SqliteDatabase(path, pragmas=SQLITE_PRAGMAS)
     # psycopg 3: the driver procrastinate (the job engine) uses too, so one is enough.
-    database: peewee.Database = connect(url, prefer_psycopg3=True)
+    database: peewee.Database = connect(bounded_connects(url), prefer_psycopg3=True)
     return database
+
+
+CONNECT_TIMEOUT_SECONDS = 10
+"""How long opening a PostgreSQL connection may take unless the URL says (`connect_timeout`)."""
+
+
+def bounded_connects(url: str) -> str:
+    """A PostgreSQL URL whose connections give up after `CONNECT_TIMEOUT_SECONDS` unless it sets
+    `connect_timeout` itself. libpq otherwise waits as long as the network does: during a
+    restart or a failover a connection attempt the server took but never answers, or one to an
+    address that drops it, would keep the store unavailable for minutes after the server is
+    back, instead of a next attempt finding it."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return url
+    parts = urllib.parse.urlsplit(url)
+    if any(key == "connect_timeout" for key, _ in urllib.parse.parse_qsl(parts.query)):
+        return url
+    # Added as text: what the URL has already stays exactly as written (libpq decodes it).
+    bound = f"connect_timeout={CONNECT_TIMEOUT_SECONDS}"
+    return urllib.parse.urlunsplit(
+        parts._replace(query=f"{parts.query}&{bound}" if parts.query else bound)
+    )
 
 
 def _writer_lock_file(database: peewee.Database) -> IO[bytes] | None:

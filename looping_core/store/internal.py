@@ -4,7 +4,7 @@ app-facing API: it may change with any release, and the API snapshot leaves it o
 """
 
 from looping_core.store._access import PluginAccess
-from looping_core.store._db import Database, open_database, store_url_problem
+from looping_core.store._db import Database, bounded_connects, open_database, store_url_problem
 from looping_core.store._errors import (
     ContextMismatch,
     InvalidPageToken,
@@ -70,6 +70,7 @@ __all__ = [
     "adopt_node",
     "adopt_orphans",
     "bind",
+    "bounded_connects",
     "connection_problem",
     "ensure_plugin_stores",
     "migration_status",

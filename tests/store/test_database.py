@@ -4,7 +4,9 @@ without it, no savepoint per job), ordering, and the writer lock."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import psycopg
 import pytest
 
 from looping_core.store._db import POSTGRES_THREADS
-from looping_core.store.internal import Database, StoreError, StoreUnavailable
+from looping_core.store.internal import Database, StoreError, StoreUnavailable, bounded_connects
 
 ROWS = "CREATE TABLE IF NOT EXISTS rows (id INTEGER PRIMARY KEY, owner TEXT NOT NULL UNIQUE)"
 
@@ -333,3 +335,55 @@ async def test_a_closed_store_refuses_work_instead_of_hanging(tmp_path: Path) ->
         await database.run(lambda: 1)
     with pytest.raises(StoreError, match="closed"):
         database.run_sync(lambda: 1)
+
+
+@pytest.mark.parametrize(
+    ("url", "bounded"),
+    [
+        ("postgresql://u@h/db", "postgresql://u@h/db?connect_timeout=10"),
+        (
+            "postgresql://u:p%40x@h:5/db?options=-c%20search_path%3Dx",
+            "postgresql://u:p%40x@h:5/db?options=-c%20search_path%3Dx&connect_timeout=10",
+        ),
+        ("postgresql://u@h/db?connect_timeout=3", "postgresql://u@h/db?connect_timeout=3"),
+        ("sqlite:///looping.db", "sqlite:///looping.db"),
+    ],
+)
+def test_postgresql_connections_are_bounded_unless_the_url_says(url: str, bounded: str) -> None:
+    assert bounded_connects(url) == bounded
+
+
+@pytest.mark.slow
+async def test_a_connection_the_server_takes_but_never_answers_gives_up(
+    tmp_path: Path,
+) -> None:
+    """A PostgreSQL address that accepts and then says nothing (a server caught mid-shutdown, a
+    failover's old address): the store's connection attempt fails after `connect_timeout`, so
+    the next attempt can find the server, instead of waiting as long as the network does."""
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(silent.accept()[0])
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    port = silent.getsockname()[1]
+    database = Database.from_url(f"postgresql://looping@127.0.0.1:{port}/db")  # 10 s, ours
+    try:
+        with pytest.raises((peewee.OperationalError, StoreUnavailable)):
+            await asyncio.wait_for(database.run(lambda: 1), 60)  # fails: never hangs
+        assert held  # it did connect, and was never answered
+    finally:
+        stop.set()
+        acceptor.join()
+        database.close()
+        for connection in held:
+            connection.close()
+        silent.close()
