@@ -49,7 +49,8 @@ def fail(reason: str) -> str:
 
 @server.tool()
 async def slow(seconds: float, marker: str) -> str:
-    """Wait, leaving a marker when canceled."""
+    """Wait, leaving a marker when it starts and one when it is canceled."""
+    (FOLDER / f"{marker}.started").touch()
     try:
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:

@@ -125,11 +125,11 @@ async def test_a_tool_that_fails_is_an_error_result_the_model_sees(family: ToolF
 
 
 async def test_a_call_past_its_timeout_is_canceled_on_the_server(tmp_path: Path) -> None:
-    [built] = tool_families(McpConfig({"test": stdio(tmp_path, timeout_seconds=1.0)}))
+    [built] = tool_families(McpConfig({"test": stdio(tmp_path, timeout_seconds=3.0)}))
     try:
         with pytest.raises(ToolError) as refused:
             await call(tools_of(built)["slow"], {"seconds": 30, "marker": "slow-1"})
-        assert refused.value.message == "the MCP server did not answer within 1 s"
+        assert refused.value.message == "the MCP server did not answer within 3 s"
         await wait_until((tmp_path / "slow-1").exists)
         assert (tmp_path / "slow-1").read_text() == "canceled"
     finally:
@@ -139,7 +139,7 @@ async def test_a_call_past_its_timeout_is_canceled_on_the_server(tmp_path: Path)
 
 async def test_a_canceled_turn_cancels_the_request(family: ToolFamily, tmp_path: Path) -> None:
     running = asyncio.create_task(call(tools_of(family)["slow"], {"seconds": 30, "marker": "c"}))
-    await asyncio.sleep(1.0)
+    await wait_until((tmp_path / "c.started").exists, timeout=60)  # the call is on the server
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
