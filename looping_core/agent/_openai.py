@@ -304,8 +304,12 @@ def _tool_results(message: ToolResultMessage) -> list[dict[str, Any]]:
     entries: list[dict[str, Any]] = []
     media: list[dict[str, Any]] = []
     for result in message.content:
-        texts = [_tool_text(block) for block in result.content if _is_text(block)]
-        media += [_user_part(block) for block in result.content if not _is_text(block)]
+        texts: list[str] = []
+        for block in result.content:
+            if _is_text(block):
+                texts.append(_tool_text(block))
+            else:
+                media.append(_user_part(block))
         entries.append(
             {"role": "tool", "tool_call_id": result.tool_use_id, "content": "".join(texts)}
         )

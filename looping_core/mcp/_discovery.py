@@ -113,9 +113,7 @@ def _offered(
             f"{where} tools names {', '.join(map(repr, missing))}, which MCP server {name!r} "
             f"does not offer (it offers: {', '.join(sorted(by_name)) or 'nothing'})"
         )
-    chosen = [by_name[wanted] for wanted in server.tools if wanted in by_name] or (
-        [] if server.tools else listed
-    )
+    chosen = [by_name[w] for w in server.tools if w in by_name] if server.tools else listed
     tools: list[McpTool] = []
     taken: dict[str, str] = {}
     for tool in chosen:
