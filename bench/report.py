@@ -63,21 +63,22 @@ def send_message_table(results: Results) -> str:
     levels = _levels(results)
     lines = [
         _row(["", *(f"c={level}" for level in levels), "server CPU per request (c=16)",
-              "SQL statements per request"]),
-        _row(["---"] * (len(levels) + 3)),
+              "SQL statements per request", "of them, reads and writes (c=16)"]),
+        _row(["---"] * (len(levels) + 4)),
     ]  # fmt: skip
     for name, points in series.items():
         counted = [points[level].get("statements") for level in levels]
         statements = " / ".join(f"{count:.1f}" for count in counted if count is not None)
         cpu = f"{points['16']['cpu_ms']:.2f} ms" if "16" in points else ""
+        data = points.get("16", {}).get("data_statements")
         rps = [f"{_grouped(points[level]['rps'])} req/s" for level in levels]
-        lines.append(_row([name, *rps, cpu, statements]))
+        lines.append(_row([name, *rps, cpu, statements, "" if data is None else f"{data:.1f}"]))
     sdk = series.get("a2a-sdk")
     for name, points in series.items():
         if name != "a2a-sdk" and sdk is not None:
             ratios = [f"{points[level]['rps'] / sdk[level]['rps']:.2f}x" for level in levels]
             cpu = f"{points['16']['cpu_ms'] / sdk['16']['cpu_ms']:.2f}x" if "16" in points else ""
-            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, ""]))
+            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", ""]))
     return "\n".join(lines) + "\n"
 
 

@@ -59,6 +59,9 @@ ROOT = HERE.parent
 WRK_SCRIPT = HERE / "send_message.lua"
 WARM_UP_SECONDS = 1
 
+TRANSACTION_CONTROL = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE")
+"""Statements that read and write nothing (a group commit shares them among its batch)."""
+
 Measured = dict[int, dict[str, float]]
 """Per concurrency level: requests/s, p50/p99 ms, server CPU ms per request, statements."""
 
@@ -214,6 +217,9 @@ async def run_levels(
             kinds = " ".join(f"{k} {v:.1f}" for k, v in sorted(per_request.items()) if v >= 0.05)
             counted = f"   SQL {total:4.1f}/req ({kinds})"
             results[concurrency]["statements"] = total
+            results[concurrency]["data_statements"] = total - sum(
+                per_request.get(kind, 0.0) for kind in TRANSACTION_CONTROL
+            )
         print(
             f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
             f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
@@ -398,7 +404,7 @@ async def main() -> None:
         "--rounds", type=int, default=3, help="measure every server this often; report medians"
     )
     parser.add_argument(
-        "--json", type=Path, help="also write the medians here (bench/charts.py draws them)"
+        "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )
     args = parser.parse_args()
     load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load

@@ -114,6 +114,15 @@ def _push_traces(db: peewee.Database) -> None:
         db.execute_sql("ALTER TABLE push_outbox ADD COLUMN traceparent TEXT")  # type: ignore[no-untyped-call]
 
 
+def _reply_in_status(db: peewee.Database) -> None:
+    """A finished turn's reply kept once, as the task's status message."""
+    if "reply_in_status" not in {column.name for column in db.get_columns("tasks")}:
+        kind = "INTEGER" if isinstance(db, peewee.SqliteDatabase) else "BOOLEAN"  # as peewee's
+        db.execute_sql(  # type: ignore[no-untyped-call]
+            f"ALTER TABLE tasks ADD COLUMN reply_in_status {kind} NOT NULL DEFAULT FALSE"
+        )
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -125,6 +134,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(6, "subtasks of delegation plans", _subtasks),
     Migration(7, "task events for streaming, and message answers", _events),
     Migration(8, "trace context of queued pushes", _push_traces),
+    Migration(9, "a finished turn's reply kept as its status message", _reply_in_status),
 )
 
 

@@ -70,6 +70,9 @@ class TaskRow(_Base):
     answer = peewee.TextField(default="task", constraints=[peewee.SQL("DEFAULT 'task'")])
     """How a blocking SendMessage answers once the turn ended: with the `task`, or with the
     agent's reply as a direct `message` (the task record stays, for idempotency and history)."""
+    reply_in_status = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+    """The turn ended with the agent's reply as its status message, kept only here: the task's
+    history is its messages and then this one (one row fewer written per finished turn)."""
 
     class Meta:
         table_name = "tasks"

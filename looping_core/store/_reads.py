@@ -84,6 +84,7 @@ class Reads(StoreBase):
                     row.status_message,
                     row.status_ts,
                     row.metadata,
+                    row.reply_in_status,
                 ),
             )
             for row in rows

@@ -70,9 +70,13 @@ class Head:
     status_message: str | None
     status_ts: int
     metadata: str | None
+    reply_in_status: bool = False
+    """The agent's reply is the status message, kept only on the row: history ends with it."""
 
 
-HEAD = "SELECT id, context_id, state, status_message, status_ts, metadata FROM tasks"
+HEAD = (
+    "SELECT id, context_id, state, status_message, status_ts, metadata, reply_in_status FROM tasks"
+)
 
 
 class StoreBase:
@@ -138,24 +142,30 @@ class StoreBase:
         head: Head | None = None,
     ) -> Task:
         head = head or Head(*self._sql(f"{HEAD} WHERE id = ?", (task_id,)).fetchone())
+        status_message = (
+            from_wire(json.loads(head.status_message), Message) if head.status_message else None
+        )
+        # The reply a turn ended with is the last of the history (see `Head.reply_in_status`).
+        last = (status_message,) if head.reply_in_status and status_message else ()
         history: tuple[Message, ...] = ()
         if history_length != 0:
-            statement = "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC"
-            params: tuple[Any, ...] = (task_id,)
-            if history_length is not None:
-                statement += " LIMIT ?"
-                params = (task_id, history_length)
-            bodies = [body for (body,) in self._sql(statement, params).fetchall()]
-            history = tuple(from_wire(json.loads(body), Message) for body in reversed(bodies))
+            limit = None if history_length is None else history_length - len(last)
+            stored: list[Message] = []
+            if limit != 0:
+                statement = "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC"
+                params: tuple[Any, ...] = (task_id,)
+                if limit is not None:
+                    statement += " LIMIT ?"
+                    params = (task_id, limit)
+                bodies = [body for (body,) in self._sql(statement, params).fetchall()]
+                stored = [from_wire(json.loads(body), Message) for body in reversed(bodies)]
+            history = (*stored, *last)
         artifacts: tuple[Artifact, ...] = ()
         if include_artifacts:
             rows = self._sql(
                 "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
             ).fetchall()
             artifacts = tuple(from_wire(json.loads(body), Artifact) for (body,) in rows)
-        status_message = (
-            from_wire(json.loads(head.status_message), Message) if head.status_message else None
-        )
         status = TaskStatus(
             state=TaskState(head.state),
             message=status_message,

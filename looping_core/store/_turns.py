@@ -329,6 +329,10 @@ class Turns(Events, PushConfigs):
         message_wire = to_wire(status_message) if status_message else None
         reply_wire = message_wire if reply == status_message else to_wire(reply) if reply else None
         artifact_wires = [to_wire(artifact) for artifact in artifacts]
+        # A turn that ends with its reply as the status message keeps it once, on the row (it
+        # stays the status for good); a turn that stops for input stores it in the history,
+        # since the next turn replaces the status.
+        reply_in_status = reply is not None and reply == status_message and to in TERMINAL_STATES
         with self._db.write():
             # One guarded statement decides, and takes the numbers of the events it reports
             # (each artifact, then the status).
@@ -336,7 +340,7 @@ class Turns(Events, PushConfigs):
                 "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
                 " metadata = COALESCE(?, metadata),"
                 " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
-                " event_seq = event_seq + ?"
+                " reply_in_status = ?, event_seq = event_seq + ?"
                 f" WHERE id = ? AND state IN ({marks}){unseen}"
                 " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
                 " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
@@ -346,6 +350,7 @@ class Turns(Events, PushConfigs):
                     stamp,
                     None if metadata is None else compact(dict(metadata)),
                     answer_with_message and reply is not None,
+                    reply_in_status,
                     len(artifacts) + 1,
                     task_id,
                     *(state.value for state in allowed_from),
@@ -363,7 +368,7 @@ class Turns(Events, PushConfigs):
                     "UPDATE tasks SET status_message = ? WHERE id = ?",
                     (compact(message_wire), task_id),
                 )
-            if reply is not None:
+            if reply is not None and not reply_in_status:
                 if _unaddressed(reply, task_id, context_id):
                     reply_wire = to_wire(_addressed(reply, task_id, context_id))
                 self._sql(
@@ -389,7 +394,9 @@ class Turns(Events, PushConfigs):
             if to in _NOTIFY and pushed:
                 # The task as this write left it: the push's snapshot reads no row back.
                 status_now = compact(message_wire) if message_wire else None
-                head = Head(task_id, context_id, to.value, status_now, stamp, metadata_now)
+                head = Head(
+                    task_id, context_id, to.value, status_now, stamp, metadata_now, reply_in_status
+                )
                 self._queue_pushes(task_id, head=head, unsent=unsent)
             return True
 
@@ -406,7 +413,8 @@ class Turns(Events, PushConfigs):
                     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
                     " WHERE id = ? AND state = ?"
                     " RETURNING event_seq, tenant, issuer, subject, turn_message,"
-                    " id, context_id, state, status_message, status_ts, metadata",
+                    " id, context_id, state, status_message, status_ts, metadata,"
+                    " reply_in_status",
                     (
                         TaskState.TASK_STATE_WORKING.value,
                         stamp,
@@ -516,11 +524,13 @@ class Turns(Events, PushConfigs):
             head = self._owned(caller, task_id)
             (answer,) = self._sql("SELECT answer FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if answer == "message" and TaskState(head.state).is_terminal:
-                row = self._sql(
-                    "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC LIMIT 1",
-                    (task_id,),
-                ).fetchone()
-                reply = from_wire(json.loads(row[0]), Message)
+                last = head.status_message if head.reply_in_status else None
+                if last is None:
+                    (last,) = self._sql(
+                        "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC LIMIT 1",
+                        (task_id,),
+                    ).fetchone()
+                reply = from_wire(json.loads(last), Message)
                 if reply.role is Role.ROLE_AGENT:
                     return attrs.evolve(reply, task_id="")
             return self._snapshot(task_id, history_length, include_artifacts=True, head=head)

@@ -35,15 +35,17 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6, 7, 8]
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8)
+    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
             assert columns(upgraded, table)["node"][3:5] == (1, "''")  # NOT NULL DEFAULT ''
             assert columns(upgraded, table)["worker"][3:5] == (1, "0")  # NOT NULL DEFAULT 0
             assert upgraded.execute(f"SELECT node, worker FROM {table}").fetchall() == [("", 0)]
-        assert upgraded.execute("SELECT event_seq, answer FROM tasks").fetchall() == [(0, "task")]
+        assert upgraded.execute(
+            "SELECT event_seq, answer, reply_in_status FROM tasks"
+        ).fetchall() == [(0, "task", 0)]
         assert upgraded.execute("SELECT traceparent FROM push_outbox").fetchall() == [(None,)]
         assert "push_outbox_state_next_attempt_ts" not in indexes(upgraded)
         assert {

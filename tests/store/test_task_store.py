@@ -49,7 +49,7 @@ def push_config() -> TaskPushNotificationConfig:
 
 async def test_migrations_are_recorded_and_run_once(database: Database) -> None:
     status = await database.run_alone(migration_status, database.peewee)
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8)
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9)
     assert status.pending == ()
     assert await database.run_alone(upgrade, database.peewee) == []
     columns = await database.run_alone(database.peewee.get_columns, "push_outbox")
@@ -169,6 +169,71 @@ async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> No
     assert got.status.state is TaskState.TASK_STATE_CANCELED
     assert [message.message_id for message in got.history] == [task.history[0].message_id]
     assert len(await store.outbox(task.id)) == 1
+
+
+async def test_a_finished_turns_reply_is_written_once_and_ends_the_history(
+    database: Database,
+) -> None:
+    """The reply a turn ended with is its status message, kept only on the task's row; every
+    read of the history (whole, limited, a blocking answer, a duplicate's) still ends with it."""
+    store = TaskStore(database)
+    first = user_message()
+    task = (await store.start_turn(ALICE, first, None)).task
+    assert await store.begin_turn(task.id) is not None
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
+    assert await store.transition(
+        task.id,
+        TaskState.TASK_STATE_COMPLETED,
+        status_message=reply,
+        reply=reply,
+        answer_with_message=True,
+    )
+    stored = await database.run(
+        lambda: database.execute(
+            "SELECT message_id FROM messages WHERE task_id = ?", (task.id,)
+        ).fetchall()
+    )
+    assert stored == [(first.message_id,)]  # the reply is not written twice
+    whole = await store.get(ALICE, task.id)
+    assert [m.message_id for m in whole.history] == [first.message_id, "r1"]
+    assert whole.history[1].task_id == task.id  # addressed, as the status message is
+    assert [m.message_id for m in (await store.get(ALICE, task.id, 1)).history] == ["r1"]
+    assert [m.message_id for m in (await store.get(ALICE, task.id, 5)).history] == [
+        first.message_id,
+        "r1",
+    ]
+    assert (await store.get(ALICE, task.id, 0)).history == ()
+    answered = await store.answer(ALICE, task.id)
+    assert isinstance(answered, Message)
+    assert answered.message_id == "r1"
+    duplicate = await store.start_turn(ALICE, first, None)
+    assert not duplicate.started
+    assert [m.message_id for m in duplicate.task.history] == [first.message_id, "r1"]
+
+
+async def test_a_reply_asking_for_input_stays_in_the_history_after_the_next_turn(
+    database: Database,
+) -> None:
+    """An interrupted turn's reply is replaced as the status by the next turn: it is stored in
+    the history, before the follow-up, and the final reply after it."""
+    store = TaskStore(database)
+    task = (await store.start_turn(ALICE, user_message("u1"), None)).task
+    assert await store.begin_turn(task.id) is not None
+    question = Message(message_id="q1", role=Role.ROLE_AGENT, parts=(Part(text="which?"),))
+    assert await store.transition(
+        task.id, TaskState.TASK_STATE_INPUT_REQUIRED, status_message=question, reply=question
+    )
+    follow_up = attrs.evolve(user_message("u2"), task_id=task.id)
+    assert (await store.start_turn(ALICE, follow_up, None)).started
+    assert await store.begin_turn(task.id) is not None
+    final = Message(message_id="r2", role=Role.ROLE_AGENT, parts=(Part(text="this"),))
+    assert await store.transition(
+        task.id, TaskState.TASK_STATE_COMPLETED, status_message=final, reply=final
+    )
+    got = await store.get(ALICE, task.id)
+    assert [m.message_id for m in got.history] == ["u1", "q1", "u2", "r2"]
+    assert got.status.message is not None
+    assert got.status.message.message_id == "r2"
 
 
 @pytest.mark.parametrize(
