@@ -332,3 +332,39 @@ def test_the_gateway_stops_on_sigint_even_when_started_with_it_ignored(tmp_path:
         finally:
             if gateway.poll() is None:
                 gateway.kill()
+
+
+def test_the_console_is_served_beside_the_gateway_and_only_to_its_token(
+    served: tuple[Path, int], tmp_path: Path
+) -> None:
+    """`looping gateway --console` prints the page's URL with its token; the page's API answers
+    that token only, lists the agent's verified cards, and says how to turn inspection on."""
+    config, gateway_port = served
+    log = tmp_path / "gateway.log"
+    gateway = start_looping(
+        "gateway", "--config", str(config), "--state", str(tmp_path / "s"), "--console",
+        env={}, log=log,
+    )  # fmt: skip
+    try:
+        wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway, log)
+        for _ in range(100):
+            printed = [line for line in log.read_text().splitlines() if "console: " in line]
+            if printed:
+                break
+            time.sleep(0.05)
+        url = printed[0].split("console: ", 1)[1]
+        page, _, fragment = url.partition("#token=")
+        assert page == f"http://127.0.0.1:{gateway_port}/console/"
+        api = page + "api/agents"
+        with urllib.request.urlopen(page, timeout=10) as served_page:
+            assert b"console.js" in served_page.read()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(api, timeout=10)
+        assert refused.value.code == 403
+        request = urllib.request.Request(api, headers={"X-Looping-Console": fragment})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            agents = json.loads(answer.read())["agents"]
+    finally:
+        stop(gateway)
+    assert [(a["tenant"], a["signature"]["verified"]) for a in agents] == [("words", True)]
+    assert "[server] inspection off" in log.read_text()

@@ -50,14 +50,33 @@ _SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_A
 @main.command()
 @config_option
 @_state_option
+@click.option(
+    "--console",
+    is_flag=True,
+    help="Also serve the development console: a page to send turns and watch what the agent "
+    "did (its URL, with its token, is printed). The agent shows timelines only with "
+    "[server] inspection = true.",
+)
 @clean_errors
-def gateway(config_path: Path | None, state: Path | None) -> None:
+def gateway(config_path: Path | None, state: Path | None, console: bool) -> None:
     """Run a local gateway on the loopback origin the config trusts, until Ctrl-C."""
     config = load_config(resolve_config_path(config_path))
     target = Target.of(config)
     click.echo(f"local gateway on {target.origin} for {target.endpoint}; Ctrl-C stops it")
+    if console and not config.server.inspection:
+        click.echo(
+            f"note: {config.source} has [server] inspection off, so the console shows streams "
+            "and tasks but not what the agent stored (timelines, conversations, plans, "
+            "pushes); set it to true for development"
+        )
+
+    def announce(url: str) -> None:
+        click.echo(f"console: {url}")
+
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run_gateway(config, state or default_state_folder()))
+        asyncio.run(
+            run_gateway(config, state or default_state_folder(), console=console, announce=announce)
+        )
 
 
 @main.command()

@@ -94,6 +94,12 @@ def check_server(server: ServerConfig) -> list[str]:
             problems.append(f"{name} must be above 0 and at most 3600 @ $.server.{name}")
     if server.max_connections < 1:
         problems.append("max_connections must be at least 1 @ $.server.max_connections")
+    if server.inspection and not is_loopback(f"http://{_bracketed(server.host)}"):
+        problems.append(
+            f"inspection serves a development console on this machine only: [server] host must "
+            f"be a loopback address (127.0.0.1, ::1 or localhost), not {server.host!r}; turn "
+            "inspection off to serve other hosts @ $.server.inspection"
+        )
     if server.public_url is not None and not is_base_url(server.public_url):
         problems.append(
             "public_url must be an absolute http(s) URL without query or fragment "
@@ -309,6 +315,11 @@ def is_base_url(url: str) -> bool:
         and bool(parts.hostname)
         and not (parts.query or parts.fragment or parts.username or parts.password)
     )
+
+
+def _bracketed(host: str) -> str:
+    """A host as a URL writes it (an IPv6 address in brackets)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def is_loopback(origin: str) -> bool:

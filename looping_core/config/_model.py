@@ -16,6 +16,7 @@ __all__ = [
     "DEFAULT_CONFIG_FILE",
     "DEFAULT_STUB_CARD",
     "EVENT_LOOPS",
+    "INSPECTION_PATH",
     "MAX_WORKERS",
     "CardConfig",
     "Config",
@@ -38,6 +39,8 @@ MAX_WORKERS = 64
 """More server processes than this is a typo, not a deployment."""
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 """`[server] event_loop`: uvloop when installed, uvloop required, or plain asyncio."""
+INSPECTION_PATH = "/_looping/inspect"
+"""Where the inspection endpoint is served (`[server] inspection`), under the base URL."""
 
 
 @attrs.frozen
@@ -70,6 +73,9 @@ class ServerConfig:
     """A request's whole body must have arrived this long after its headers (HTTP 408)."""
     max_connections: int = 1000
     """Open connections per server process; more are answered 503 and closed at once."""
+    inspection: bool = False
+    """Serve the read-only inspection endpoint a development console reads a task through
+    (`looping gateway --console`): loopback hosts only, a gateway token on every call."""
 
     @property
     def base_url(self) -> str:
@@ -84,6 +90,11 @@ class ServerConfig:
     def rest_url(self) -> str:
         """The HTTP+JSON interface's URL: the `aud` of tokens for calls to it."""
         return self.base_url + self.rest_path
+
+    @property
+    def inspection_url(self) -> str:
+        """The inspection endpoint's URL: the `aud` of tokens for it (`inspection`)."""
+        return self.base_url + INSPECTION_PATH
 
 
 @attrs.frozen

@@ -13,7 +13,7 @@ import asyncio
 import errno
 import signal
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -23,6 +23,7 @@ import attrs
 
 from looping_core.config import Config
 from looping_core.errors import LoopingError
+from looping_core.gateway._console import ConsoleGateway, ConsoleTarget
 from looping_core.gateway._gateway import JWKS_ROUTE, SETTLED_STATES, LocalGateway, user_message
 from looping_core.gateway._state import gateway_key
 from looping_core.gateway._tokens import mint_token
@@ -83,18 +84,36 @@ class Target:
         )
 
 
-async def run_gateway(config: Config, state: Path, ready: asyncio.Event | None = None) -> None:
+async def run_gateway(
+    config: Config,
+    state: Path,
+    ready: asyncio.Event | None = None,
+    *,
+    console: bool = False,
+    announce: Callable[[str], None] | None = None,
+) -> None:
     """Serve the gateway on the config's trusted loopback origin until SIGINT or SIGTERM (or
     until canceled). The handlers are its own: a shell starts a background job with SIGINT
-    ignored, and Python then never raises KeyboardInterrupt for it."""
+    ignored, and Python then never raises KeyboardInterrupt for it. `console`: serve the
+    development console too; `announce` is told its URL (with its token) once it listens."""
     target = Target.of(config)
-    gateway = LocalGateway(
-        gateway_key(state), host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url
-    )
+    key = gateway_key(state)
+    gateway: LocalGateway
+    if console:
+        gateway = ConsoleGateway(
+            key, host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url,
+            target=ConsoleTarget.of(config),
+        )  # fmt: skip
+    else:
+        gateway = LocalGateway(
+            key, host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url
+        )
     try:
         await gateway.start()
     except OSError as exc:
         raise _busy(target, exc) from None
+    if isinstance(gateway, ConsoleGateway) and announce is not None:
+        announce(gateway.console_url)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in STOP_SIGNALS:

@@ -12,6 +12,12 @@ from looping_core.gateway._client import (
     run_gateway,
     send_text,
 )
+from looping_core.gateway._console import (
+    CONSOLE_HEADER,
+    CONSOLE_PATH,
+    ConsoleGateway,
+    ConsoleTarget,
+)
 from looping_core.gateway._gateway import (
     JWKS_ROUTE,
     SETTLED_STATES,
@@ -24,9 +30,13 @@ from looping_core.gateway._state import KeyFileExposed, default_state_folder, ga
 from looping_core.gateway._tokens import mint_token
 
 __all__ = [
+    "CONSOLE_HEADER",
+    "CONSOLE_PATH",
     "JWKS_ROUTE",
     "SETTLED_STATES",
     "AgentRefused",
+    "ConsoleGateway",
+    "ConsoleTarget",
     "GatewayError",
     "KeyFileExposed",
     "LocalGateway",

@@ -32,6 +32,7 @@ from looping_core.server._edge import (
     handle_jwks,
 )
 from looping_core.server._health import add_health_routes
+from looping_core.server._inspect import add_inspection_route
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._requests import request_ids
 from looping_core.server._rest import handle_rest
@@ -41,6 +42,7 @@ from looping_core.server._startup import Startup, assemble
 from looping_core.server._streams import EventHub
 from looping_core.store.internal import (
     Database,
+    TaskInspection,
     adopt_orphans,
     bind,
     ensure_plugin_stores,
@@ -93,6 +95,8 @@ def create_app(
     app.router.add_post(config.server.rpc_path, handle_rpc)
     # Any path under rest_path, control characters included (the handler refuses them).
     app.router.add_route("*", config.server.rest_path + r"{tail:(/[\s\S]*)?}", handle_rest)
+    if config.server.inspection:
+        add_inspection_route(app)
     app.cleanup_ctx.append(_services(startup, edge=edge, guard=guard, worker=worker))
     app.on_shutdown.append(_end_streams)
     return app
@@ -149,6 +153,11 @@ def _services(
                     streams=hub,
                     deliverer=runtime.deliverer,
                     runtime=runtime,
+                    inspection=(
+                        TaskInspection(database, node=node, worker=worker or 0)
+                        if config.server.inspection
+                        else None
+                    ),
                 )
                 if hub is not None:
                     await hub.start()

@@ -53,6 +53,8 @@ class Edge:
     """Tokens for the JSON-RPC binding: their `aud` is its endpoint."""
     rest_policy: TokenPolicy
     """Tokens for the HTTP+JSON binding: their `aud` is its URL (a token is for one binding)."""
+    inspection_policy: TokenPolicy
+    """Tokens for the inspection endpoint (`[server] inspection`): their `aud` is its URL."""
     modified: datetime.datetime = attrs.field(
         factory=lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     )
@@ -88,18 +90,19 @@ def build_edge(config: Config, key: SigningKey, today: datetime.date | None = No
             tenant_id: sign_card(build_tenant_card(config, tenant_id, tenant), key, jwks_url)
             for tenant_id, tenant in config.tenants.items()
         },
-        policy=TokenPolicy(
-            endpoint=config.server.endpoint_url,
-            gateway_origins=config.security.gateway_origins,
-            leeway_seconds=config.security.token_leeway_seconds,
-            max_lifetime_seconds=config.security.max_token_lifetime_seconds,
-        ),
-        rest_policy=TokenPolicy(
-            endpoint=config.server.rest_url,
-            gateway_origins=config.security.gateway_origins,
-            leeway_seconds=config.security.token_leeway_seconds,
-            max_lifetime_seconds=config.security.max_token_lifetime_seconds,
-        ),
+        policy=_policy(config, config.server.endpoint_url),
+        rest_policy=_policy(config, config.server.rest_url),
+        inspection_policy=_policy(config, config.server.inspection_url),
+    )
+
+
+def _policy(config: Config, url: str) -> TokenPolicy:
+    """What a token for `url` must be: every check the same, its audience that URL."""
+    return TokenPolicy(
+        endpoint=url,
+        gateway_origins=config.security.gateway_origins,
+        leeway_seconds=config.security.token_leeway_seconds,
+        max_lifetime_seconds=config.security.max_token_lifetime_seconds,
     )
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from looping_core.server._edge import Edge
     from looping_core.server._runtime import Runtime
     from looping_core.server._streams import EventHub
-    from looping_core.store.internal import TaskStore
+    from looping_core.store.internal import TaskInspection, TaskStore
 
 __all__ = ["SERVICES", "Services"]
 
@@ -37,6 +37,8 @@ class Services:
     deliverer: PushDeliverer | None = None
     runtime: Runtime | None = None
     """What runs turns and pushes (its parts' health; the job engine, if any)."""
+    inspection: TaskInspection | None = None
+    """What the inspection endpoint reads (`None` unless `[server] inspection`)."""
 
 
 SERVICES: web.AppKey[Services] = web.AppKey("services")

@@ -4,6 +4,7 @@ part of the app-facing API: it may change with any release, and the API snapshot
 """
 
 from looping_core.server._app import create_app, prepare_store
+from looping_core.server._inspect import handle_inspect, is_loopback_client
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
 from looping_core.server._startup import (
@@ -29,6 +30,8 @@ __all__ = [
     "check_startup",
     "create_app",
     "event_loop_factory",
+    "handle_inspect",
+    "is_loopback_client",
     "listen",
     "node_of",
     "prepare_store",

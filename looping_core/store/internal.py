@@ -15,6 +15,7 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import TaskEvent
+from looping_core.store._inspection import TaskInspection
 from looping_core.store._jobs import JobAlreadyQueued, JobHooks
 from looping_core.store._migrations import (
     Migration,
@@ -62,6 +63,7 @@ __all__ = [
     "StoreUnavailable",
     "SubtaskStore",
     "TaskEvent",
+    "TaskInspection",
     "TaskNotCancelable",
     "TaskNotFound",
     "TaskStore",

@@ -8,9 +8,7 @@ Needs the docs extra (mkdocs, playwright) and a Chromium; `.ci/run` installs Deb
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -23,19 +21,10 @@ from aiohttp import web
 pytest.importorskip("mkdocs", reason="the docs extra builds the site")
 playwright = pytest.importorskip("playwright.async_api", reason="the docs extra drives a browser")
 
+from support.browser import watched_page  # noqa: E402 - after the skips above
+
 ROOT = Path(__file__).parents[2]
 pytestmark = pytest.mark.slow
-
-
-def _chromium() -> str:
-    found = os.environ.get("LOOPING_TEST_CHROMIUM") or shutil.which("chromium")
-    if found is None:
-        if os.environ.get("LOOPING_TEST_REQUIRE_BROWSER") == "1":
-            pytest.fail(
-                "no chromium: install it (apt-get install chromium) or set LOOPING_TEST_CHROMIUM"
-            )
-        pytest.skip("no chromium installed (apt-get install chromium)")
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -77,41 +66,6 @@ async def site_url(site: Path) -> AsyncIterator[str]:
         await runner.cleanup()
 
 
-@contextlib.asynccontextmanager
-async def _watched_page(problems: list[str]) -> AsyncIterator[Any]:
-    """A page of a headless Chromium whose every problem goes into `problems`."""
-    async with playwright.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=_chromium(), args=["--no-sandbox"])
-        try:
-            page = await browser.new_page()
-            _collect_problems(page, problems)
-            yield page
-        finally:
-            await browser.close()
-
-
-def _collect_problems(page: Any, problems: list[str]) -> None:
-    """Every console error or warning, uncaught exception, failed request and HTTP error."""
-    page.on(
-        "console",
-        lambda message: (
-            problems.append(f"console {message.type}: {message.text}")
-            if message.type in ("error", "warning")
-            else None
-        ),
-    )
-    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
-    page.on(
-        "response",
-        lambda response: (
-            problems.append(f"HTTP {response.status}: {response.url}")
-            if response.status >= 400
-            else None
-        ),
-    )
-
-
 async def _heading(page: Any) -> str:
     """The page's title as shown (without the permalink sign the heading carries)."""
     text: str = await page.locator("article h1").inner_text()
@@ -122,7 +76,7 @@ async def test_the_home_page_and_a_tutorial_render_with_navigation(
     site_url: str, tmp_path: Path
 ) -> None:
     problems: list[str] = []
-    async with _watched_page(problems) as page:
+    async with watched_page(problems) as page:
         await page.goto(site_url)
         assert await page.title() == "looping-core"
         assert await _heading(page) == "looping-core"
@@ -155,7 +109,7 @@ async def test_the_home_page_and_a_tutorial_render_with_navigation(
 async def test_a_page_that_fails_to_load_something_is_caught(site_url: str) -> None:
     """The watch above can fail: a missing page and a script error are both reported."""
     problems: list[str] = []
-    async with _watched_page(problems) as page:
+    async with watched_page(problems) as page:
         await page.goto(site_url + "no-such-page/")
         await page.goto(site_url)
         await page.evaluate("setTimeout(() => { throw new Error('broken script') })")

@@ -1,0 +1,175 @@
+"""The development console in a real browser (headless Chromium, the distribution's own, driven
+by Playwright): a developer picks an agent from its verified cards, sends turns to the example
+word counter, to a model-driven tenant (its model served by the project's fake model server over
+HTTP) and to a delegating one, and sees each turn's timeline, its tool calls, its plan as a graph
+and its push verified, without reading JSON. Screenshots are taken along the way (into
+`$LOOPING_TEST_SCREENSHOTS` when set); any console error, failed request or HTTP error of the
+page fails the test."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from looping_core.gateway.internal import ConsoleGateway, ConsoleTarget
+from looping_core.testing import FakeModelServer, Reply, ed25519_private_jwk
+
+from support.browser import watched_page
+from support.serving import start_agent
+
+pytestmark = pytest.mark.slow
+
+CARD = """[tenants.{id}.card]
+name = "{name}"
+description = "{description}"
+skills = [{{ id = "{id}", name = "{name}", description = "{description}", tags = ["{id}"] }}]
+"""
+
+
+def tenants(model_url: str) -> str:
+    model = f'model = "m"\nbase_url = "{model_url}"\nmax_retries = 0\n'
+    return (
+        '[plugins]\nenabled = ["example-notes"]\n\n'
+        '[tenants.words]\nagent = "looping_plugins_example.agent:WordCountAgent"\n'
+        + CARD.format(id="words", name="Word counter", description="Counts words.")
+        + '[tenants.keeper]\nagent = "support.agents:NotesAgent"\nplugins = ["example-notes"]\n'
+        + CARD.format(id="keeper", name="Keeper", description="Keeps notes.")
+        + f"[tenants.keeper.model]\n{model}"
+        + '[tenants.planner]\nagent = "support.agents:PlanningAgent"\n'
+        + 'plugins = ["example-notes"]\n'
+        + CARD.format(id="planner", name="Planner", description="Delegates summaries.")
+        + f"[tenants.planner.model]\n{model}"
+    )
+
+
+@contextlib.asynccontextmanager
+async def console_for(model: FakeModelServer) -> AsyncIterator[ConsoleGateway]:
+    async with ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway:
+        agent, listener = await start_agent(
+            [gateway.origin], server="inspection = true", extra=tenants(model.base_url)
+        )
+        gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+        gateway.target = ConsoleTarget.of(agent.config)
+        try:
+            yield gateway
+        finally:
+            await agent.session.close()
+            await listener.cleanup()
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("LOOPING_TEST_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+async def send(page: Any, tenant: str, text: str) -> None:
+    """Choose the agent, send `text`, and wait until the task's detail shows it ended."""
+    before = await page.locator("#detail-id").inner_text()
+    await page.locator(f'#agents li[data-tenant="{tenant}"]').click()
+    await page.locator("#text").fill(text)
+    await page.locator("#send").click()
+    await page.wait_for_function(
+        "before => document.querySelector('#detail-id').textContent !== before"
+        " && document.querySelector('#detail-state').textContent === 'completed'",
+        arg=before,
+        timeout=15_000,
+    )
+
+
+async def tab(page: Any, name: str) -> Any:
+    await page.locator(f'#tabs button[data-tab="{name}"]').click()
+    shown = page.locator(f"#tab-{name}")
+    await shown.wait_for(state="visible")
+    return shown
+
+
+async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Path) -> None:
+    problems: list[str] = []
+    async with FakeModelServer() as model, console_for(model) as gateway:
+        model.replies += [
+            # keeper: one tool call, then its answer
+            Reply.tool_calls(("c1", "add_note", {"text": "milk"})),
+            Reply.text("Noted: milk."),
+            # planner: a plan of two waves, each subagent's answer, the summary
+            Reply.tool_calls(
+                (
+                    "p1",
+                    "delegate",
+                    {
+                        "subtasks": [
+                            {"id": "a", "type": "summarize-notes", "params": {"topic": "milk"}},
+                            {
+                                "id": "b",
+                                "type": "summarize-notes",
+                                "params": {"topic": "eggs"},
+                                "depends_on": ["a"],
+                            },
+                        ]
+                    },
+                )
+            ),
+            Reply.text("Milk summary."),
+            Reply.text("Eggs summary."),
+            Reply.text("Both summarized."),
+        ]
+        async with watched_page(problems) as page:
+            await page.set_viewport_size({"width": 1440, "height": 1000})
+            await page.goto(gateway.console_url)
+            agents = page.locator("#agents")
+            await agents.locator('li[data-tenant="words"] .name').wait_for()
+            assert await agents.get_by_text("✓ signature verified").count() == 6
+            assert "#token=" not in page.url  # the token left the address bar
+
+            # The word counter: its timeline, then its push, verified by the gateway.
+            await send(page, "words", "one two three")
+            stream = await page.locator("#stream").inner_text()
+            assert "Counted 3 words." in stream
+            timeline = await tab(page, "timeline")
+            await timeline.get_by_text("word-count: 3").wait_for()
+            assert "working" in await timeline.inner_text()
+            pushes = await tab(page, "pushes")
+            await pushes.get_by_text("✓ verified").wait_for(timeout=10_000)
+            await pushes.get_by_text("delivered").wait_for(timeout=10_000)  # its outbox, reread
+            await page.screenshot(path=shots / "console-word-counter.png", full_page=True)
+            token = await tab(page, "token")
+            assert "words" in await token.inner_text()
+            assert "caller" in await token.inner_text()
+
+            # The model-driven tenant: its tool call with its arguments, and the tool's result.
+            await send(page, "keeper", "remember milk")
+            conversation = await tab(page, "conversation")
+            await conversation.get_by_text("calls add_note").wait_for()
+            said = await conversation.inner_text()
+            assert '"text": "milk"' in said
+            assert "tool result" in said
+            assert "Noted: milk." in said
+            await page.screenshot(path=shots / "console-tool-calls.png", full_page=True)
+
+            # The delegating tenant: its plan as a graph of two waves; a subagent's own talk.
+            await send(page, "planner", "summarize my notes")
+            plan = await tab(page, "plan")
+            await plan.locator("svg").wait_for()
+            nodes = plan.locator("svg g.node")
+            assert await nodes.count() == 2
+            assert await plan.locator("svg .edge").count() == 1
+            labels = await plan.locator("svg").text_content() or ""
+            assert "wave 1" in labels
+            assert "wave 2" in labels
+            await plan.locator('svg g.node[data-subtask="p1/b"]').click()
+            await plan.get_by_text("Subtask p1/b").wait_for()
+            assert "Eggs summary." in await plan.inner_text()
+            await page.screenshot(path=shots / "console-plan.png", full_page=True)
+
+            # The caller's tasks, filtered by state.
+            tasks = page.locator("#tasks li")
+            assert await tasks.count() == 1  # the planner's, the tenant chosen last
+            await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
+            await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
+    assert problems == [], "\n".join(problems)
