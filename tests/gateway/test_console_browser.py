@@ -1,7 +1,7 @@
 """The development console in a real browser (headless Chromium, the distribution's own, driven
 by Playwright): a developer picks an agent from its verified cards, sends turns to the example
-word counter, to a model-driven tenant (its model served by the project's fake model server over
-HTTP) and to a delegating one, and sees each turn's timeline, its tool calls, its plan as a graph
+word counter, to a model-driven tenant and to a delegating one (their models answered over HTTP by
+local model endpoints, as `looping model serve` answers), and sees each turn's timeline, its tool calls, its plan as a graph
 and its push verified, without reading JSON. Screenshots are taken along the way (into
 `$LOOPING_TEST_SCREENSHOTS` when set); any console error, failed request or HTTP error of the
 page fails the test."""
@@ -16,8 +16,11 @@ from typing import Any
 
 import pytest
 
+from looping_core.agent import ModelRequest
+from looping_core.content import TextBlock, ToolResultMessage
 from looping_core.gateway.internal import ConsoleGateway, ConsoleTarget
-from looping_core.testing import FakeModelServer, Reply, ed25519_private_jwk
+from looping_core.modelserver import ModelServer
+from looping_core.testing import FunctionModel, ModelReply, TestModel, ToolCall, ed25519_private_jwk
 
 from support.browser import watched_page
 from support.serving import start_agent
@@ -31,27 +34,59 @@ skills = [{{ id = "{id}", name = "{name}", description = "{description}", tags =
 """
 
 
-def tenants(model_url: str) -> str:
-    model = f'model = "m"\nbase_url = "{model_url}"\nmax_retries = 0\n'
+def tenants(keeper_model: str, planner_model: str) -> str:
+    def model(url: str) -> str:
+        return f'model = "m"\nbase_url = "{url}"\nmax_retries = 0\n'
+
     return (
         '[plugins]\nenabled = ["example-notes"]\n\n'
         '[tenants.words]\nagent = "looping_plugins_example.agent:WordCountAgent"\n'
         + CARD.format(id="words", name="Word counter", description="Counts words.")
         + '[tenants.keeper]\nagent = "support.agents:NotesAgent"\nplugins = ["example-notes"]\n'
         + CARD.format(id="keeper", name="Keeper", description="Keeps notes.")
-        + f"[tenants.keeper.model]\n{model}"
+        + f"[tenants.keeper.model]\n{model(keeper_model)}"
         + '[tenants.planner]\nagent = "support.agents:PlanningAgent"\n'
         + 'plugins = ["example-notes"]\n'
         + CARD.format(id="planner", name="Planner", description="Delegates summaries.")
-        + f"[tenants.planner.model]\n{model}"
+        + f"[tenants.planner.model]\n{model(planner_model)}"
     )
 
 
+def planner(request: ModelRequest) -> ModelReply | str:
+    """The planner's model, reacting to what it is sent: a plan of two waves when it may
+    delegate, a summary of the topic its brief names as a subagent, then the final answer."""
+    offered = {tool.name for tool in request.tools}
+    last = request.messages[-1]
+    if "delegate" in offered and not isinstance(last, ToolResultMessage):
+        plan = [
+            {"id": "a", "type": "summarize-notes", "params": {"topic": "milk"}},
+            {
+                "id": "b",
+                "type": "summarize-notes",
+                "params": {"topic": "eggs"},
+                "depends_on": ["a"],
+            },
+        ]
+        return ModelReply(tool_calls=(ToolCall("delegate", {"subtasks": plan}, id="p1"),))
+    if "delegate" in offered:
+        return "Both summarized."
+    brief = " ".join(b.text for b in last.content if isinstance(b, TextBlock))
+    return "Eggs summary." if "eggs" in brief else "Milk summary."
+
+
 @contextlib.asynccontextmanager
-async def console_for(model: FakeModelServer) -> AsyncIterator[ConsoleGateway]:
-    async with ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway:
+async def console_for() -> AsyncIterator[ConsoleGateway]:
+    """The console's gateway before an agent whose models are local model endpoints: the
+    keeper's `TestModel` (it calls every tool once, then answers with their results) and the
+    planner's reacting function."""
+    async with (
+        ModelServer(TestModel()) as keeper_model,
+        ModelServer(FunctionModel(planner)) as planner_model,
+        ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway,
+    ):
+        config = tenants(keeper_model.base_url, planner_model.base_url)
         agent, listener = await start_agent(
-            [gateway.origin], server="inspection = true", extra=tenants(model.base_url)
+            [gateway.origin], server="inspection = true", extra=config
         )
         gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
         gateway.target = ConsoleTarget.of(agent.config)
@@ -92,84 +127,59 @@ async def tab(page: Any, name: str) -> Any:
 
 async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Path) -> None:
     problems: list[str] = []
-    async with FakeModelServer() as model, console_for(model) as gateway:
-        model.replies += [
-            # keeper: one tool call, then its answer
-            Reply.tool_calls(("c1", "add_note", {"text": "milk"})),
-            Reply.text("Noted: milk."),
-            # planner: a plan of two waves, each subagent's answer, the summary
-            Reply.tool_calls(
-                (
-                    "p1",
-                    "delegate",
-                    {
-                        "subtasks": [
-                            {"id": "a", "type": "summarize-notes", "params": {"topic": "milk"}},
-                            {
-                                "id": "b",
-                                "type": "summarize-notes",
-                                "params": {"topic": "eggs"},
-                                "depends_on": ["a"],
-                            },
-                        ]
-                    },
-                )
-            ),
-            Reply.text("Milk summary."),
-            Reply.text("Eggs summary."),
-            Reply.text("Both summarized."),
-        ]
-        async with watched_page(problems) as page:
-            await page.set_viewport_size({"width": 1440, "height": 1000})
-            await page.goto(gateway.console_url)
-            agents = page.locator("#agents")
-            await agents.locator('li[data-tenant="words"] .name').wait_for()
-            assert await agents.get_by_text("✓ signature verified").count() == 6
-            assert "#token=" not in page.url  # the token left the address bar
+    async with console_for() as gateway, watched_page(problems) as page:
+        await page.set_viewport_size({"width": 1440, "height": 1000})
+        await page.goto(gateway.console_url)
+        agents = page.locator("#agents")
+        await agents.locator('li[data-tenant="words"] .name').wait_for()
+        assert await agents.get_by_text("✓ signature verified").count() == 6
+        assert "#token=" not in page.url  # the token left the address bar
 
-            # The word counter: its timeline, then its push, verified by the gateway.
-            await send(page, "words", "one two three")
-            stream = await page.locator("#stream").inner_text()
-            assert "Counted 3 words." in stream
-            timeline = await tab(page, "timeline")
-            await timeline.get_by_text("word-count: 3").wait_for()
-            assert "working" in await timeline.inner_text()
-            pushes = await tab(page, "pushes")
-            await pushes.get_by_text("✓ verified").wait_for(timeout=10_000)
-            await pushes.get_by_text("delivered").wait_for(timeout=10_000)  # its outbox, reread
-            await page.screenshot(path=shots / "console-word-counter.png", full_page=True)
-            token = await tab(page, "token")
-            assert "words" in await token.inner_text()
-            assert "caller" in await token.inner_text()
+        # The word counter: its timeline, then its push, verified by the gateway.
+        await send(page, "words", "one two three")
+        stream = await page.locator("#stream").inner_text()
+        assert "Counted 3 words." in stream
+        timeline = await tab(page, "timeline")
+        await timeline.get_by_text("word-count: 3").wait_for()
+        assert "working" in await timeline.inner_text()
+        pushes = await tab(page, "pushes")
+        await pushes.get_by_text("✓ verified").wait_for(timeout=10_000)
+        await pushes.get_by_text("delivered").wait_for(timeout=10_000)  # its outbox, reread
+        await page.screenshot(path=shots / "console-word-counter.png", full_page=True)
+        token = await tab(page, "token")
+        assert "words" in await token.inner_text()
+        assert "caller" in await token.inner_text()
 
-            # The model-driven tenant: its tool call with its arguments, and the tool's result.
-            await send(page, "keeper", "remember milk")
-            conversation = await tab(page, "conversation")
-            await conversation.get_by_text("calls add_note").wait_for()
-            said = await conversation.inner_text()
-            assert '"text": "milk"' in said
-            assert "tool result" in said
-            assert "Noted: milk." in said
-            await page.screenshot(path=shots / "console-tool-calls.png", full_page=True)
+        # The model-driven tenant (TestModel: every tool once, then their results): each
+        # tool call with its arguments, and each tool's result.
+        await send(page, "keeper", "remember milk")
+        conversation = await tab(page, "conversation")
+        await conversation.get_by_text("calls add_note").wait_for()
+        said = await conversation.inner_text()
+        assert "calls list_notes" in said
+        assert '"text": ' in said  # add_note's argument, as the model sent it
+        assert said.count("tool result") == 2
+        assert '{"id":1}' in said  # the note add_note stored
+        await page.screenshot(path=shots / "console-tool-calls.png", full_page=True)
 
-            # The delegating tenant: its plan as a graph of two waves; a subagent's own talk.
-            await send(page, "planner", "summarize my notes")
-            plan = await tab(page, "plan")
-            await plan.locator("svg").wait_for()
-            nodes = plan.locator("svg g.node")
-            assert await nodes.count() == 2
-            assert await plan.locator("svg .edge").count() == 1
-            labels = await plan.locator("svg").text_content() or ""
-            assert "wave 1" in labels
-            assert "wave 2" in labels
-            await plan.locator('svg g.node[data-subtask="p1/b"]').click()
-            await plan.get_by_text("Subtask p1/b").wait_for()
-            assert "Eggs summary." in await plan.inner_text()
-            await page.screenshot(path=shots / "console-plan.png", full_page=True)
+        # The delegating tenant: its plan as a graph of two waves; a subagent's own talk.
+        await send(page, "planner", "summarize my notes")
+        plan = await tab(page, "plan")
+        await plan.locator("svg").wait_for()
+        nodes = plan.locator("svg g.node")
+        assert await nodes.count() == 2
+        assert await plan.locator("svg .edge").count() == 1
+        labels = await plan.locator("svg").text_content() or ""
+        assert "wave 1" in labels
+        assert "wave 2" in labels
+        await plan.locator('svg g.node[data-subtask="p1/b"]').click()
+        await plan.get_by_text("Subtask p1/b").wait_for()
+        assert "Eggs summary." in await plan.inner_text()
+        await page.screenshot(path=shots / "console-plan.png", full_page=True)
 
-            # The caller's tasks, filtered by state.
-            tasks = page.locator("#tasks li")
-            assert await tasks.count() == 1  # the planner's, the tenant chosen last
-            await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
-            await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
+        # The caller's tasks, filtered by state.
+        tasks = page.locator("#tasks li")
+        assert await tasks.count() == 1  # the planner's, the tenant chosen last
+        await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
+        await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
     assert problems == [], "\n".join(problems)
