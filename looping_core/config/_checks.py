@@ -14,6 +14,7 @@ from looping_core._origins import is_bare_origin
 from looping_core.config._model import (
     ENGINES,
     EVENT_LOOPS,
+    INSPECTION_PATH,
     LOG_FORMATS,
     LOG_LEVELS,
     MAX_WORKERS,
@@ -94,6 +95,12 @@ def check_server(server: ServerConfig) -> list[str]:
             problems.append(f"{name} must be above 0 and at most 3600 @ $.server.{name}")
     if server.max_connections < 1:
         problems.append("max_connections must be at least 1 @ $.server.max_connections")
+    for name in ("rpc_path", "rest_path"):
+        if getattr(server, name).split("/")[1:2] == [INSPECTION_PATH.split("/")[1]]:
+            problems.append(
+                f"{name} must not be under {INSPECTION_PATH.rsplit('/', 1)[0]}: looping-core "
+                f"keeps that path for itself @ $.server.{name}"
+            )
     if server.inspection and not is_loopback(f"http://{_bracketed(server.host)}"):
         problems.append(
             f"inspection serves a development console on this machine only: [server] host must "

@@ -1,10 +1,10 @@
 """The development console in a real browser (headless Chromium, the distribution's own, driven
 by Playwright): a developer picks an agent from its verified cards, sends turns to the example
-word counter, to a model-driven tenant and to a delegating one (their models answered over HTTP by
-local model endpoints, as `looping model serve` answers), and sees each turn's timeline, its tool calls, its plan as a graph
-and its push verified, without reading JSON. Screenshots are taken along the way (into
-`$LOOPING_TEST_SCREENSHOTS` when set); any console error, failed request or HTTP error of the
-page fails the test."""
+word counter, to a model-driven tenant and to a delegating one (their models answered over HTTP
+by local model endpoints, as `looping model serve` answers), and sees each turn's timeline, its
+tool calls, its plan as a graph and its push verified, without reading JSON. Screenshots are
+taken along the way (into `$LOOPING_TEST_SCREENSHOTS` when set); any console error, failed
+request or HTTP error of the page fails the test."""
 
 from __future__ import annotations
 

@@ -222,3 +222,18 @@ gateway_origins = ["http://127.0.0.1:9000"]
     assert "$.server.inspection" in message
     assert str(source) in message
     assert "loopback" in message
+
+
+@pytest.mark.parametrize("key", ["rpc_path", "rest_path"])
+def test_the_inspection_path_is_kept_from_the_bindings(key: str, tmp_path: Path) -> None:
+    text = f"""
+[server]
+{key} = "/_looping/inspect"
+[security]
+signing_key = "env:KEY"
+gateway_origins = ["http://127.0.0.1:9000"]
+"""
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text, source=str(tmp_path / "looping.toml"))
+    assert f"$.server.{key}" in str(raised.value)
+    assert "/_looping" in str(raised.value)
