@@ -145,6 +145,14 @@ class ConsoleGateway(LocalGateway):
                 return await handler(request)
             except ConsoleRefused as exc:
                 return web.json_response({"error": str(exc)}, status=exc.status)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                # The agent is down or not listening yet: the page says so (a stream that had
+                # begun just ends; its events so far stay on the page).
+                endpoint = self.target.endpoint if self.target else "the agent"
+                reason = str(exc) or type(exc).__name__
+                return web.json_response(
+                    {"error": f"the agent at {endpoint} does not answer: {reason}"}, status=502
+                )
 
         return guarded
 
@@ -332,8 +340,10 @@ def _claims_of(token: str) -> Any:
 
 
 def _verified(card: Mapping[str, Any], jwks: Any) -> dict[str, Any]:
+    if not isinstance(jwks, Mapping):
+        return {"verified": False, "error": "the agent's key set could not be fetched"}
     try:
-        header = verify_card(card, jwks if isinstance(jwks, Mapping) else {})
+        header = verify_card(card, jwks)
     except CardSignatureError as exc:
         return {"verified": False, "error": str(exc)}
     return {"verified": True, "kid": header.get("kid"), "jku": header.get("jku")}

@@ -281,3 +281,23 @@ async def test_a_tenant_the_agent_does_not_serve_is_refused_before_any_call() ->
     async with console() as (gateway, _):
         status, answer = await api(gateway, "send", {"tenant": "mallory", "text": "hi"})
     assert (status, answer) == (400, {"error": "choose one of the agent's tenants"})
+
+
+async def test_an_agent_that_does_not_answer_is_named_not_a_500() -> None:
+    async with ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway:
+        gateway.target = ConsoleTarget(
+            endpoint="http://127.0.0.1:9/a2a",  # the discard port: nothing listens
+            inspection_url="http://127.0.0.1:9/_looping/inspect",
+            tenants=("alice",),
+        )
+        gateway.agent_jwks_url = "http://127.0.0.1:9/.well-known/jwks.json"
+        answers = [
+            await api(gateway, "agents"),
+            await api(gateway, "send", {"tenant": "alice", "text": "hi"}),
+            await api(gateway, "call", {"tenant": "alice", "method": "GetTask",
+                                        "params": {"id": "t"}}),
+            await api(gateway, "inspect?tenant=alice&task=t"),
+        ]  # fmt: skip
+    for status, answer in answers:
+        assert status == 502
+        assert answer["error"].startswith("the agent at http://127.0.0.1:9/a2a does not answer")
