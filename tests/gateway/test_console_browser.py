@@ -22,6 +22,7 @@ from looping_core.gateway.internal import ConsoleGateway, ConsoleTarget
 from looping_core.modelserver import ModelServer
 from looping_core.testing import FunctionModel, ModelReply, TestModel, ToolCall, ed25519_private_jwk
 
+from support.agents import RELEASE
 from support.browser import watched_page
 from support.serving import start_agent
 
@@ -182,4 +183,43 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         assert await tasks.count() == 1  # the planner's, the tenant chosen last
         await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
         await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
+    assert problems == [], "\n".join(problems)
+
+
+async def test_a_developer_answers_a_question_and_cancels_a_running_turn(shots: Path) -> None:
+    problems: list[str] = []
+    async with console_for() as gateway, watched_page(problems) as page:
+        await page.goto(gateway.console_url)
+        await page.locator('#agents li[data-tenant="alice"] .name').wait_for()
+        state = page.locator("#detail-state")
+
+        # The agent asks; the console offers to answer on the same task, and the answer ends it.
+        await page.locator('#agents li[data-tenant="alice"]').click()
+        await page.locator("#text").fill("ask")
+        await page.locator("#send").click()
+        await page.locator("#continuing").wait_for(state="visible")
+        asked = await page.locator("#detail-id").inner_text()
+        assert await state.inner_text() == "input_required"
+        await page.locator("#text").fill("this one")
+        await page.locator("#send").click()
+        await page.locator("#detail-state", has_text="completed").wait_for()
+        assert await page.locator("#detail-id").inner_text() == asked  # the same task
+        assert await page.locator("#continuing").is_hidden()
+        assert "echo: this one" in await page.locator("#stream").inner_text()
+        timeline = await page.locator("#tab-timeline").inner_text()
+        assert timeline.index("input_required") < timeline.index("completed")
+        await page.screenshot(path=shots / "console-answered.png", full_page=True)
+
+        # A turn that holds: cancel it from the page while its stream is open.
+        await page.locator('#agents li[data-tenant="bob"]').click()
+        await page.locator("#text").fill("console-cancel")
+        await page.locator("#send").click()
+        await page.locator("#stream", has_text="working").wait_for()
+        cancel = page.locator("#cancel")
+        await cancel.click()
+        await page.locator("#detail-state", has_text="canceled").wait_for()
+        assert await cancel.is_disabled()
+        assert "canceled" in await page.locator("#stream").inner_text()
+        await page.screenshot(path=shots / "console-canceled.png", full_page=True)
+    RELEASE.pop("console-cancel", None)
     assert problems == [], "\n".join(problems)
