@@ -22,8 +22,10 @@ from __future__ import annotations
 import ast
 import json
 import os
+import random
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -158,7 +160,7 @@ def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
         if block.page == page and block.how in ("module", "file"):
             name = f"{block.arg}.py" if block.how == "module" else str(block.arg)
             (sandbox / name).write_text(block.code)
-    moved = {port: str(unused_port()) for port in ("8080", "9000", "9464")}
+    moved = {port: str(_free_port()) for port in ("8080", "9000", "9464")}
     for config in [*sandbox.glob("*.toml"), *sandbox.glob("examples/*.toml")]:
         text = config.read_text()
         for port, free in moved.items():
@@ -167,6 +169,25 @@ def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
             text = text.replace(f"port = {port}", f"port = {free}")
         config.write_text(text)
     return moved
+
+
+def _free_port() -> int:
+    """A port free now, below the kernel's ephemeral range: the page's processes bind it
+    seconds later, and in between an outgoing connection of the suite (whose source ports are
+    ephemeral ones) could take a port `unused_port` chose; it happened."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default
+    for _ in range(100):
+        port = random.randint(max(1024, low - 12000), low - 1)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    return unused_port()
 
 
 def _environment(sandbox: Path, database_url: str | None = None) -> dict[str, str]:
