@@ -22,22 +22,17 @@ from looping_core.gateway.internal import (
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.agents import RELEASE
-from support.serving import RunningAgent, start_agent
+from support.serving import RunningAgent, serving
 
 
 @contextlib.asynccontextmanager
 async def console(inspection: bool = True) -> AsyncIterator[tuple[ConsoleGateway, RunningAgent]]:
-    async with ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway:
-        agent, listener = await start_agent(
-            [gateway.origin], server="inspection = true" if inspection else ""
-        )
-        gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    async with (
+        ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway,
+        serving(gateway, server="inspection = true" if inspection else "") as agent,
+    ):
         gateway.target = ConsoleTarget.of(agent.config)
-        try:
-            yield gateway, agent
-        finally:
-            await agent.session.close()
-            await listener.cleanup()
+        yield gateway, agent
 
 
 async def api(

@@ -24,7 +24,7 @@ from looping_core.testing import FunctionModel, ModelReply, TestModel, ToolCall,
 
 from support.agents import RELEASE
 from support.browser import watched_page
-from support.serving import start_agent
+from support.serving import serving
 
 pytestmark = pytest.mark.slow
 
@@ -84,18 +84,14 @@ async def console_for() -> AsyncIterator[ConsoleGateway]:
         ModelServer(TestModel()) as keeper_model,
         ModelServer(FunctionModel(planner)) as planner_model,
         ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway,
+        serving(
+            gateway,
+            server="inspection = true",
+            extra=tenants(keeper_model.base_url, planner_model.base_url),
+        ) as agent,
     ):
-        config = tenants(keeper_model.base_url, planner_model.base_url)
-        agent, listener = await start_agent(
-            [gateway.origin], server="inspection = true", extra=config
-        )
-        gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
         gateway.target = ConsoleTarget.of(agent.config)
-        try:
-            yield gateway
-        finally:
-            await agent.session.close()
-            await listener.cleanup()
+        yield gateway
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ token for its own URL on every call, and a caller sees its own tasks and nothing
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +19,6 @@ from looping_core.testing import FakeGateway
 from support.serving import RunningAgent, serving, start_agent
 
 INSPECT = "/_looping/inspect"
-
-
-@contextlib.asynccontextmanager
-async def inspecting(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
-    agent, listener = await start_agent([gateway.origin], server="inspection = true")
-    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
-    try:
-        yield agent
-    finally:
-        await agent.session.close()
-        await listener.cleanup()
 
 
 async def inspect(
@@ -61,7 +48,7 @@ async def finished_task(gateway: FakeGateway, agent: RunningAgent, subject: str 
 
 
 async def test_the_owner_reads_its_task_events_and_pushes(gateway: FakeGateway) -> None:
-    async with inspecting(gateway) as agent:
+    async with serving(gateway, server="inspection = true") as agent:
         task_id = await finished_task(gateway, agent)
         status, _, found = await inspect(agent, "alice", task_id, inspection_token(gateway, agent))
     assert status == 200
@@ -101,7 +88,7 @@ async def test_inspection_is_off_unless_enabled(gateway: FakeGateway) -> None:
 async def test_a_token_not_for_this_endpoint_is_refused(
     gateway: FakeGateway, claims: dict[str, Any], check: str
 ) -> None:
-    async with inspecting(gateway) as agent:
+    async with serving(gateway, server="inspection = true") as agent:
         task_id = await finished_task(gateway, agent)
         if claims.get("aud", "") is None:
             claims = {"aud": agent.endpoint}
@@ -116,7 +103,7 @@ async def test_a_token_not_for_this_endpoint_is_refused(
 
 
 async def test_without_a_token_nothing_is_read(gateway: FakeGateway) -> None:
-    async with inspecting(gateway) as agent:
+    async with serving(gateway, server="inspection = true") as agent:
         task_id = await finished_task(gateway, agent)
         status, _, body = await inspect(agent, "alice", task_id, None)
     assert status == 401
@@ -151,7 +138,7 @@ async def test_another_callers_task_is_not_found(
 
 
 async def test_a_tenant_not_served_here_and_a_bad_id_are_refused(gateway: FakeGateway) -> None:
-    async with inspecting(gateway) as agent:
+    async with serving(gateway, server="inspection = true") as agent:
         stranger = gateway.token(tenant="nobody", aud=agent.base_url + INSPECT)
         unknown = await inspect(agent, "nobody", "t1", stranger)
         bad_id = await inspect(agent, "alice", "%01", inspection_token(gateway, agent))

@@ -14,8 +14,9 @@ import attrs
 from aiohttp import web
 
 from looping_core.config import Config
+from looping_core.gateway.internal import LocalGateway
 from looping_core.server.internal import Listener
-from looping_core.testing import AgentHarness, FakeGateway, ed25519_private_jwk
+from looping_core.testing import AgentHarness, ed25519_private_jwk
 
 TENANTS = """
 [tenants.alice]
@@ -125,10 +126,12 @@ async def start_agent(
 
 @contextlib.asynccontextmanager
 async def serving(
-    gateway: FakeGateway, *, extra: str = "", store_url: str | None = None
+    gateway: LocalGateway, *, extra: str = "", store_url: str | None = None, server: str = ""
 ) -> AsyncIterator[RunningAgent]:
     """`start_agent` behind `gateway` (which then trusts the agent's JWKS), stopped at the end."""
-    agent, listener = await start_agent([gateway.origin], store_url=store_url, extra=extra)
+    agent, listener = await start_agent(
+        [gateway.origin], store_url=store_url, extra=extra, server=server
+    )
     gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     try:
         yield agent
