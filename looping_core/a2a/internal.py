@@ -28,7 +28,7 @@ from looping_core.a2a._grammar import (
     push_target_problems,
     undeliverable_reason,
 )
-from looping_core.a2a._jose import SIGNING_ALGORITHM, sign_compact
+from looping_core.a2a._jose import SIGNING_ALGORITHM, read_unverified, sign_compact
 from looping_core.a2a._jsonrpc import (
     EnvelopeError,
     Method,
@@ -107,6 +107,7 @@ __all__ = [
     "parse_params",
     "printable",
     "push_target_problems",
+    "read_unverified",
     "response",
     "rest_error",
     "sign_card",

@@ -98,16 +98,14 @@ async def run_gateway(
     development console too; `announce` is told its URL (with its token) once it listens."""
     target = Target.of(config)
     key = gateway_key(state)
-    gateway: LocalGateway
-    if console:
-        gateway = ConsoleGateway(
-            key, host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url,
-            target=ConsoleTarget.of(config),
-        )  # fmt: skip
-    else:
-        gateway = LocalGateway(
-            key, host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url
-        )
+    where: dict[str, Any] = {
+        "host": target.host, "port": target.port, "agent_jwks_url": target.agent_jwks_url
+    }  # fmt: skip
+    gateway = (
+        ConsoleGateway(key, target=ConsoleTarget.of(config), **where)
+        if console
+        else LocalGateway(key, **where)
+    )
     try:
         await gateway.start()
     except OSError as exc:

@@ -31,6 +31,7 @@ import attrs
 from aiohttp import web
 
 from looping_core.a2a import CardSignatureError, verify_card
+from looping_core.a2a.internal import read_unverified
 from looping_core.config import Config
 from looping_core.gateway._gateway import LocalGateway, user_message
 
@@ -333,10 +334,10 @@ def _quoted(value: str) -> str:
     return quote(value, safe="")
 
 
-def _claims_of(token: str) -> Any:
+def _claims_of(token: str) -> dict[str, Any]:
     """The claims of a token this gateway minted (its own: nothing to verify)."""
-    payload = token.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    _, claims = read_unverified(token)
+    return claims
 
 
 def _verified(card: Mapping[str, Any], jwks: Any) -> dict[str, Any]:

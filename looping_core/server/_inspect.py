@@ -14,9 +14,7 @@ caller owns (another caller's is not found, as with GetTask). The answer is JSON
 from __future__ import annotations
 
 import ipaddress
-import json
 import logging
-from typing import Any
 
 from aiohttp import web
 
@@ -56,7 +54,7 @@ async def handle_inspect(request: web.Request) -> web.StreamResponse:
     def refuse(error: RpcError) -> web.Response:
         record.outcome = outcome_of(error)
         status, body = rest_error(error)
-        return _json(body, status, error_headers(error))
+        return web.json_response(body, status=status, headers=error_headers(error) or None)
 
     async def work() -> web.StreamResponse:
         if not is_loopback_client(request.remote):
@@ -69,7 +67,7 @@ async def handle_inspect(request: web.Request) -> web.StreamResponse:
                     "message": "The inspection endpoint answers clients on this machine only",
                 }
             }
-            return _json(body, 403)
+            return web.json_response(body, status=403)
         services = request.app[SERVICES]
         tenant = request.match_info["tenant"]
         identity = await authenticate(request, services, tenant, services.edge.inspection_policy)
@@ -79,15 +77,6 @@ async def handle_inspect(request: web.Request) -> web.StreamResponse:
         problem = id_problem(task_id, required=True)
         if problem is not None:
             raise InvalidParams(f"task id: {problem}", violations=[("taskId", problem)])
-        return _json(await services.inspection.inspect(identity, task_id), 200)
+        return web.json_response(await services.inspection.inspect(identity, task_id))
 
     return await answer_or_refuse(request, record, work, refuse)
-
-
-def _json(document: Any, status: int, headers: dict[str, str] | None = None) -> web.Response:
-    return web.Response(
-        body=json.dumps(document).encode(),
-        status=status,
-        content_type="application/json",
-        headers=headers or None,
-    )

@@ -11,6 +11,7 @@ from typing import Any
 
 from looping_core.a2a import to_wire
 from looping_core.contract import Identity
+from looping_core.store._outbox import outbox_rows
 from looping_core.store._retention import SUBAGENT_SEPARATOR
 from looping_core.store._rows import StoreBase
 
@@ -41,7 +42,7 @@ class TaskInspection(StoreBase):
             "events": events,
             "conversation": self._conversation(caller, head.context_id, task_id),
             "subtasks": self._subtasks(caller, task_id, prefix),
-            "pushes": self._pushes(task_id),
+            "pushes": outbox_rows(self._sql, task_id),
         }
 
     def _conversation(
@@ -113,27 +114,3 @@ class TaskInspection(StoreBase):
                 }
             )  # fmt: skip
         return found
-
-    def _pushes(self, task_id: str) -> list[dict[str, Any]]:
-        """Each queued push (its jti, where it goes, its state) with its attempts; never the
-        config's token or credentials."""
-        pushes = []
-        for row_id, jti, config_id, url, state, created in self._sql(
-            "SELECT id, jti, config_id, url, state, created_ts FROM push_outbox"
-            " WHERE task_id = ? ORDER BY id",
-            (task_id,),
-        ).fetchall():
-            attempts = [
-                {"attempt": int(n), "atUs": int(at), "status": status, "error": error,
-                 "durationMs": duration}
-                for n, at, status, error, duration in self._sql(
-                    "SELECT attempt, at_ts, status, error, duration_ms FROM push_attempts"
-                    " WHERE outbox_id = ? ORDER BY attempt",
-                    (row_id,),
-                ).fetchall()
-            ]  # fmt: skip
-            pushes.append(
-                {"jti": jti, "configId": config_id, "url": url, "state": state,
-                 "createdUs": int(created), "attempts": attempts}
-            )  # fmt: skip
-        return pushes

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -14,10 +15,9 @@ import attrs
 from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a.internal import printable, undeliverable_reason
-from looping_core.store._models import PushAttempt, PushOutbox
 from looping_core.store._rows import Head, StoreBase, now_us
 
-__all__ = ["Outbox", "OutboxItem", "PendingPushes"]
+__all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
 
 
 @attrs.frozen
@@ -240,24 +240,33 @@ class Outbox(StoreBase):
 
     async def outbox(self, task_id: str) -> list[dict[str, Any]]:
         """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""
+        return await self._db.run(outbox_rows, self._sql, task_id)
 
-        def read() -> list[dict[str, Any]]:
-            result = []
-            for row in (
-                PushOutbox.select().where(PushOutbox.task_id == task_id).order_by(PushOutbox.id)
-            ):
-                attempts = [
-                    {"attempt": a.attempt, "status": a.status, "error": a.error}
-                    for a in PushAttempt.select()
-                    .where(PushAttempt.outbox == row.id)
-                    .order_by(PushAttempt.attempt)
-                ]
-                result.append(
-                    {"jti": row.jti, "state": row.state, "url": row.url, "attempts": attempts}
-                )
-            return result
 
-        return await self._db.run(read)
+def outbox_rows(sql: Callable[..., Any], task_id: str) -> list[dict[str, Any]]:
+    """Each queued push of a task (its jti, config, where it goes, its state) with its
+    attempts, oldest first; never the config's token or credentials. Store-thread code: `sql`
+    runs one statement (`Database.execute`)."""
+    pushes = []
+    for row_id, jti, config_id, url, state, created in sql(
+        "SELECT id, jti, config_id, url, state, created_ts FROM push_outbox"
+        " WHERE task_id = ? ORDER BY id",
+        (task_id,),
+    ).fetchall():
+        attempts = [
+            {"attempt": int(n), "atUs": int(at), "status": status, "error": error,
+             "durationMs": duration}
+            for n, at, status, error, duration in sql(
+                "SELECT attempt, at_ts, status, error, duration_ms FROM push_attempts"
+                " WHERE outbox_id = ? ORDER BY attempt",
+                (row_id,),
+            ).fetchall()
+        ]  # fmt: skip
+        pushes.append(
+            {"jti": jti, "configId": config_id, "url": url, "state": state,
+             "createdUs": int(created), "attempts": attempts}
+        )  # fmt: skip
+    return pushes
 
 
 def _undeliverable(settings: dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import io
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.agents import RELEASE
 from support.serving import RunningAgent, serving
+from support.sse import Stream
 
 
 @contextlib.asynccontextmanager
@@ -52,29 +54,17 @@ async def api(
             request = session.get(url, headers=sent)
         elif isinstance(body, str):
             request = session.post(url, data=body, headers=sent)
-        else:
-            request = session.post(url, json=body, headers=sent)
+        else:  # a file's bytes make it large: a stream, not one write of raw bytes
+            sent["Content-Type"] = "application/json"
+            request = session.post(url, data=io.BytesIO(json.dumps(body).encode()), headers=sent)
         async with request as response:
-            if response.content_type == "text/event-stream":
-                return response.status, parse_stream(await response.text())
+            stream = Stream(response)
+            if stream.is_sse:
+                events = await stream.rest()
+                return response.status, [
+                    {"event": e.event or "message", "id": e.id, "data": e.data} for e in events
+                ]
             return response.status, await response.json()
-
-
-def parse_stream(text: str) -> list[dict[str, Any]]:
-    """Each server-sent event: its name, id and JSON data."""
-    events = []
-    for block in text.replace("\r\n", "\n").split("\n\n"):
-        event: dict[str, Any] = {"event": "message", "id": None, "data": None}
-        for line in block.splitlines():
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "data":
-                event["data"] = json.loads(value)
-            elif field in ("event", "id"):
-                event[field] = value
-        if event["data"] is not None:
-            events.append(event)
-    return events
 
 
 async def test_the_page_is_served_with_a_policy_that_allows_only_its_origin() -> None:

@@ -77,10 +77,14 @@ async def test_inspection_is_off_unless_enabled(gateway: FakeGateway) -> None:
     assert gateway.jwks_fetches == fetched  # no route: no token was even looked at
 
 
+JSON_RPC_ENDPOINT = object()
+"""Stands for the agent's JSON-RPC endpoint, known once it listens."""
+
+
 @pytest.mark.parametrize(
     ("claims", "check"),
     [
-        ({"aud": None}, "audience-mismatch"),  # a token for the JSON-RPC endpoint
+        ({"aud": JSON_RPC_ENDPOINT}, "audience-mismatch"),  # a token for another binding
         ({"tenant": "bob"}, "tenant-mismatch"),
         ({"lifetime": -60}, "expired"),
     ],
@@ -90,8 +94,7 @@ async def test_a_token_not_for_this_endpoint_is_refused(
 ) -> None:
     async with serving(gateway, server="inspection = true") as agent:
         task_id = await finished_task(gateway, agent)
-        if claims.get("aud", "") is None:
-            claims = {"aud": agent.endpoint}
+        claims = {k: agent.endpoint if v is JSON_RPC_ENDPOINT else v for k, v in claims.items()}
         status, headers, body = await inspect(
             agent, "alice", task_id, inspection_token(gateway, agent, **claims)
         )
