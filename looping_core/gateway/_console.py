@@ -86,6 +86,9 @@ class ConsoleGateway(LocalGateway):
     """A local gateway that also serves the console, for `target` (set before the page is
     used; a test sets it once the agent listens)."""
 
+    max_body_bytes = _MAX_FILE_BYTES * 4 // 3 + 65536
+    """A file at the limit, as base64 in JSON, with the rest of the message."""
+
     def __init__(
         self, private_jwk: Mapping[str, Any], *, target: ConsoleTarget | None = None, **kwargs: Any
     ) -> None:

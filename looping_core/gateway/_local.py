@@ -39,6 +39,8 @@ class LocalServer(Startable):
     """A real HTTP server on `host` (127.0.0.1 by default) with the routes `_routes` adds."""
 
     host = "127.0.0.1"
+    max_body_bytes = 1024**2
+    """Larger request bodies are refused (413) before a handler reads them (aiohttp's default)."""
 
     def __init__(self, port: int = 0) -> None:
         self._runner: web.AppRunner | None = None
@@ -55,7 +57,7 @@ class LocalServer(Startable):
         return f"http://{self.host}:{self._port}"
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=self.max_body_bytes)
         self._routes(app)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=2)
         await self._runner.setup()

@@ -180,6 +180,21 @@ async def test_a_file_travels_as_a_part_with_its_bytes() -> None:
     assert (refused, answer["error"]) == (400, "file data is not base64")
 
 
+async def test_a_file_over_the_limit_is_refused_before_any_call() -> None:
+    data = base64.b64encode(b"x" * (4 * 1024 * 1024 + 1)).decode()
+    async with console() as (gateway, agent):
+        status, answer = await api(
+            gateway, "send", {"tenant": "alice", "text": "big", "file": {"data": data}}
+        )
+        tasks = await agent.rpc(
+            "ListTasks",
+            {"tenant": "alice"},
+            token=gateway.token(tenant="alice", aud=agent.endpoint),
+        )
+    assert (status, answer) == (413, {"error": "the file is larger than 4 MiB"})
+    assert tasks[2]["result"]["tasks"] == []
+
+
 async def test_an_input_required_turn_is_answered_on_the_same_task() -> None:
     async with console() as (gateway, _):
         _, first = await api(gateway, "send", {"tenant": "alice", "text": "ask"})
