@@ -175,7 +175,8 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         await page.screenshot(path=shots / "console-plan.png", full_page=True)
 
         # The caller's tasks, filtered by state.
-        tasks = page.locator("#tasks li")
+        tasks = page.locator("#tasks li[data-task]")
+        await tasks.first.wait_for()
         assert await tasks.count() == 1  # the planner's, the tenant chosen last
         await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
         await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
@@ -194,6 +195,8 @@ async def test_a_developer_answers_a_question_and_cancels_a_running_turn(shots: 
         await page.locator("#text").fill("ask")
         await page.locator("#send").click()
         await page.locator("#continuing").wait_for(state="visible")
+        # The banner shows as the stream ends; the task's detail is read after it.
+        await page.locator("#detail-state", has_text="input_required").wait_for()
         asked = await page.locator("#detail-id").inner_text()
         assert await state.inner_text() == "input_required"
         await page.locator("#text").fill("this one")

@@ -133,19 +133,23 @@ function chooseAgent(tenant) {
 
 // ---- tasks ----
 
+let tasksAsked = 0;  // the latest task list asked for; an older answer is dropped
+
 async function loadTasks() {
   if (!state.tenant) return;
+  const asked = ++tasksAsked;
   const params = { pageSize: 50, historyLength: 0 };
   if ($("filter-state").value) params.status = $("filter-state").value;
   if ($("filter-context").value.trim()) params.contextId = $("filter-context").value.trim();
-  const list = clear($("tasks"));
   let answer;
   try {
     answer = await apiJson("call", { json: { tenant: state.tenant, method: "ListTasks", params } });
   } catch (error) {
-    list.append(h("li", { class: "empty" }, error.message));
+    if (asked === tasksAsked) clear($("tasks")).append(h("li", { class: "empty" }, error.message));
     return;
   }
+  if (asked !== tasksAsked) return;
+  const list = clear($("tasks"));
   if (answer.error) {
     list.append(h("li", { class: "empty" }, answer.error.message));
     return;
@@ -343,6 +347,7 @@ async function openTask(taskId, attempt = 0) {
     notice(error.message);
     return;
   }
+  if (state.task !== taskId) return;  // another task was opened meanwhile
   if (body.status !== 200) {
     notice(body.inspection && body.inspection.error ? body.inspection.error.message : `inspection: HTTP ${body.status}`);
     return;
