@@ -116,16 +116,20 @@ class PushDeliverer:
                 )  # fmt: skip
         return len(items)
 
-    async def deliver(self, item: OutboxItem, *, queue_retry: bool = False) -> float | None:
+    async def deliver(
+        self, item: OutboxItem, *, queue_retry: bool = False, job: int | None = None
+    ) -> float | None:
         """One attempt (a job engine's job); the seconds until the next one when it is to be
         tried again, `None` when it is done with (delivered, failed or expired). `queue_retry`:
         the job engine gets the next attempt as a push job, deferred as this one is recorded
-        (the caller is not a push job that would run again)."""
-        _, next_ts = await self._deliver(item, queue_retry=queue_retry)
+        (the caller is not a push job that would run again). `job`: the engine's job making
+        the attempt, finished as the attempt is recorded unless it must run again for the next
+        one (a push job whose item is still pending and not `queue_retry`)."""
+        _, next_ts = await self._deliver(item, queue_retry=queue_retry, job=job)
         return None if next_ts is None else max(0.0, (next_ts - now_us()) / 1_000_000)
 
     async def _deliver(
-        self, item: OutboxItem, *, queue_retry: bool = False
+        self, item: OutboxItem, *, queue_retry: bool = False, job: int | None = None
     ) -> tuple[str, int | None]:
         """One attempt, in a span continuing the trace of the change the push reports; the
         item's state afterwards, and when it is due again (µs) if it is still pending."""
@@ -134,7 +138,7 @@ class PushDeliverer:
             "push", kind="client", carrier=carrier, a2a__task_id=item.task_id,
             looping__push__attempt=item.attempts + 1,
         ) as span:  # fmt: skip
-            outcome, next_ts = await self._attempt(item, queue_retry)
+            outcome, next_ts = await self._attempt(item, queue_retry, job)
             span.set(looping__push__outcome=outcome)
             if outcome != "delivered":
                 span.fail(outcome)
@@ -142,9 +146,23 @@ class PushDeliverer:
                 _metrics.PUSH_DELIVERIES.inc(outcome=outcome)
         return outcome, next_ts
 
-    async def _attempt(self, item: OutboxItem, queue_retry: bool) -> tuple[str, int | None]:
+    async def _attempt(
+        self, item: OutboxItem, queue_retry: bool, job: int | None
+    ) -> tuple[str, int | None]:
         """Attempt and record the delivery; the item's state afterwards, and when it is due
         again if it is still pending."""
+
+        async def record(
+            outcome: str, *, status: int | None, error: str | None, duration_ms: int,
+            next_ts: int | None = None,
+        ) -> None:  # fmt: skip
+            ends_job = outcome != "pending" or queue_retry
+            await self._store.record_attempt(
+                item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
+                next_attempt_ts=next_ts, queue_retry=queue_retry,
+                end_job=job if ends_job else None,
+            )  # fmt: skip
+
         scheme, credentials = item.authentication or (None, "")
         reason = undeliverable_reason(item.url, item.token, scheme, credentials)
         if reason:
@@ -152,10 +170,9 @@ class PushDeliverer:
             # failed now instead of being retried (or blocking the queue) forever.
             _log.warning("push %s for task %s: undeliverable config (%s); failed",
                          item.jti, item.task_id, reason)  # fmt: skip
-            await self._store.record_attempt(
-                item, status=None, error=f"undeliverable config: {reason}", duration_ms=0,
-                outcome="failed",
-            )  # fmt: skip
+            await record(
+                "failed", status=None, error=f"undeliverable config: {reason}", duration_ms=0
+            )
             return "failed", None
         headers = {"Content-Type": PUSH_CONTENT_TYPE}
         _tracing.inject(headers)
@@ -186,17 +203,15 @@ class PushDeliverer:
             # Not the receiver's fault and not a network failure: a bug here. Failed and
             # recorded, so it cannot be retried forever or hold up the items behind it.
             _log.exception("push %s for task %s could not be sent", item.jti, item.task_id)
-            await self._store.record_attempt(
-                item, status=None, error=f"internal: {type(exc).__name__}",
-                duration_ms=int((time.monotonic() - started) * 1000), outcome="failed",
+            await record(
+                "failed", status=None, error=f"internal: {type(exc).__name__}",
+                duration_ms=int((time.monotonic() - started) * 1000),
             )  # fmt: skip
             return "failed", None
         _metrics.PUSH_ATTEMPTS.inc(result=f"{status // 100}xx" if status else "error")
         duration_ms = int((time.monotonic() - started) * 1000)
         if status is not None and 200 <= status < 300:
-            await self._store.record_attempt(
-                item, status=status, error=None, duration_ms=duration_ms, outcome="delivered"
-            )
+            await record("delivered", status=status, error=None, duration_ms=duration_ms)
             return "delivered", None
         attempts = item.attempts + 1
         age = (now_us() - item.created_ts) / 1_000_000
@@ -210,10 +225,7 @@ class PushDeliverer:
             "push %s for task %s: attempt %d got %s; %s",
             item.jti, item.task_id, attempts, status or error, outcome,
         )  # fmt: skip
-        await self._store.record_attempt(
-            item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
-            next_attempt_ts=next_ts, queue_retry=queue_retry,
-        )  # fmt: skip
+        await record(outcome, status=status, error=error, duration_ms=duration_ms, next_ts=next_ts)
         return outcome, next_ts
 
     def _backoff(self, attempts: int) -> float:

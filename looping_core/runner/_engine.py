@@ -13,6 +13,11 @@
   with jitter, within `[push] max_attempts` and `max_age_seconds`), and the engine runs the same
   job again then: the same row, the same `jti`. Pushes queued elsewhere (a cancel at the edge,
   progress) get a push job as they are queued.
+- **Finishing.** A job that ends with a delivery attempt (a turn's last push, a push job that
+  will not run again) is finished in the transaction that records the attempt, with
+  procrastinate's own finish statement (`EngineHooks.job_done`), and the worker's finish after
+  it returns is skipped (`_JobManager`): one commit less per job, and never a delivery recorded
+  under a job still `doing`. A crash before that commit has the job run again, as before.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
   `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
@@ -43,10 +48,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import procrastinate
+import procrastinate.manager
 import procrastinate.worker
 import psycopg_pool
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
+from procrastinate import sql as engine_sql
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core import _metrics
@@ -59,6 +66,7 @@ from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import (
     Database,
     JobAlreadyQueued,
+    OutboxItem,
     StoreUnavailable,
     TaskStore,
     bounded_connects,
@@ -101,6 +109,12 @@ POOL_WAIT_SECONDS = 2.0
 """How long the engine waits for a connection from its pool before the call fails."""
 OUTAGE_RETRY_SECONDS = 1.0
 """When a job the store's outage interrupted runs again."""
+
+
+def _job_id(context: procrastinate.JobContext) -> int:
+    job_id = context.job.id
+    assert job_id is not None  # a job a worker fetched has its row
+    return job_id
 
 
 def _one_line(error: BaseException) -> str:
@@ -192,6 +206,47 @@ class EngineHooks:
         )
         deferrer.defer(outbox_id=outbox_id)
 
+    def job_done(self, connection: Any, job_id: int) -> None:
+        # procrastinate's own finish, the statement its worker runs after a job returns (taken
+        # from the installed release, so it follows its schema), with what the worker would
+        # pass: succeeded, and deleted (`delete_jobs="successful"`).
+        connection.execute(
+            engine_sql.queries["finish_job"],
+            {"job_id": job_id, "status": engine_jobs.Status.SUCCEEDED.value, "delete_job": True},
+        )
+
+
+class _JobManager(procrastinate.manager.JobManager):
+    """procrastinate's job manager, leaving alone the jobs that finished in the transaction of
+    their own last write (`EngineHooks.job_done`): its worker finishes every job that returns,
+    and a job deleted already would make that finish fail."""
+
+    def __init__(self, connector: Any) -> None:
+        super().__init__(connector)
+        self.ended: set[int] = set()
+        """Jobs whose last write, finishing them, committed: nothing left to do."""
+        self.ending: set[int] = set()
+        """Jobs whose last write was asked for but never answered (a shutdown canceled the
+        wait): finished here unless that write committed."""
+
+    async def finish_job(
+        self, job: engine_jobs.Job, status: engine_jobs.Status, delete_job: bool
+    ) -> None:
+        job_id = job.id
+        if job_id in self.ended:
+            self.ended.discard(job_id)
+            return
+        if job_id in self.ending:
+            self.ending.discard(job_id)
+            # Not known to have committed: finish it, unless it was (then it is gone).
+            try:
+                await super().finish_job(job, status, delete_job)
+            except engine_errors.ConnectorException:
+                if list(await self.list_jobs_async(id=job_id)):
+                    raise  # still there: the finish failed for another reason
+            return
+        await super().finish_job(job, status, delete_job)
+
 
 def queue_orphans(connection: Any) -> tuple[int, int]:
     """Defer a job for every unfinished turn and pending push that has none: rows written by
@@ -257,6 +312,8 @@ class JobEngine:
         )
         self._connector = connector
         self.app = procrastinate.App(connector=connector)
+        self._manager = _JobManager(connector)
+        self.app.job_manager = self._manager  # before any task is registered: they keep it
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
         """Workers waiting to be started again after a failure."""
@@ -265,8 +322,12 @@ class JobEngine:
 
     def _register_tasks(self) -> None:
         retry = _RetryWhenAsked()
-        self.app.task(name=TURN_TASK, queue=TURN_QUEUE, retry=retry)(self._run_turn)
-        self.app.task(name=PUSH_TASK, queue=PUSH_QUEUE, retry=retry)(self._deliver_push)
+        self.app.task(name=TURN_TASK, queue=TURN_QUEUE, retry=retry, pass_context=True)(
+            self._run_turn
+        )
+        self.app.task(name=PUSH_TASK, queue=PUSH_QUEUE, retry=retry, pass_context=True)(
+            self._deliver_push
+        )
         seconds = self._config.sweep_seconds
         cron = f"* * * * * */{seconds}" if seconds < 60 else "* * * * *"
         sweep = self.app.task(name=SWEEP_TASK, queue=SWEEP_QUEUE, queueing_lock=SWEEP_TASK)
@@ -281,7 +342,7 @@ class JobEngine:
         except StoreUnavailable:
             return  # the store said so; the next period goes on
 
-    async def _run_turn(self, task_id: str) -> None:
+    async def _run_turn(self, context: procrastinate.JobContext, task_id: str) -> None:
         job = asyncio.current_task()
         assert job is not None
         self._turn_jobs[task_id] = job
@@ -297,28 +358,45 @@ class JobEngine:
         if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
             self._store.discard_unsent(task_id)
         else:
-            await self._deliver_pushes_of(task_id)
+            await self._deliver_pushes_of(task_id, _job_id(context))
 
-    async def _deliver_pushes_of(self, task_id: str) -> None:
+    async def _deliver_pushes_of(self, task_id: str, job_id: int) -> None:
         """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to
         try again gets a push job of its own, deferred as its attempt is recorded. Until then
-        this job is not done, so a worker dying here has the job (and the push) run again."""
+        this job is not done, so a worker dying here has the job (and the push) run again. The
+        last push's record finishes the job, in its transaction."""
         try:
-            for item in await self._store.unsent_pushes(task_id):
+            items = await self._store.unsent_pushes(task_id)
+            for item in items[:-1]:
                 await self._deliverer.deliver(item, queue_retry=True)
+            if items:
+                await self._deliver_ending(job_id, items[-1], queue_retry=True)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same rows, the same jtis
 
-    async def _deliver_push(self, outbox_id: int) -> None:
+    async def _deliver_push(self, context: procrastinate.JobContext, outbox_id: int) -> None:
         try:
             item = await self._store.pending_push(outbox_id)
             if item is None:
                 return  # done with already (a job run twice), or its config was deleted
-            again_in = await self._deliverer.deliver(item)
+            again_in = await self._deliver_ending(_job_id(context), item, queue_retry=False)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same row, the same jti
         if again_in is not None:
             raise RetryLater(again_in)
+
+    async def _deliver_ending(
+        self, job_id: int, item: OutboxItem, *, queue_retry: bool
+    ) -> float | None:
+        """The job's last attempt, whose record finishes the job in its own transaction unless
+        the job must run again (`deliver`'s `job`): one commit less per job. procrastinate's
+        finish after the job returns is then skipped (`_JobManager`)."""
+        self._manager.ending.add(job_id)
+        again_in = await self._deliverer.deliver(item, queue_retry=queue_retry, job=job_id)
+        self._manager.ending.discard(job_id)
+        if again_in is None or queue_retry:
+            self._manager.ended.add(job_id)
+        return again_in
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
         try:

@@ -2,8 +2,10 @@
 
 A turn accepted and a push queued are rows; with a job engine (procrastinate, on PostgreSQL) each
 also becomes a job, deferred in the same transaction, so a crash can lose neither the row nor its
-job, and a duplicate can never make two. The store knows only this small interface; the engine
-behind it lives in the runtime layer. The embedded store has none: its runner is told in process.
+job, and a duplicate can never make two. A job's last write can end the job in its transaction
+too (`job_done`): one commit less, and no moment when the work is recorded but its job is not.
+The store knows only this small interface; the engine behind it lives in the runtime layer. The
+embedded store has none: its runner is told in process.
 """
 
 from __future__ import annotations
@@ -26,3 +28,7 @@ class JobHooks(Protocol):
     def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
         """The outbox row `outbox_id` waits to be delivered (from `at`, µs since the epoch, when
         given: a delivery to try again)."""
+
+    def job_done(self, connection: Any, job_id: int) -> None:
+        """The engine's job `job_id` did its work with this write: it is finished here, in the
+        same transaction, instead of in one of its own after it returns."""

@@ -216,10 +216,12 @@ class Outbox(StoreBase):
         outcome: str,
         next_attempt_ts: int | None = None,
         queue_retry: bool = False,
+        end_job: int | None = None,
     ) -> None:
         """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry).
         `queue_retry`: a pending item's next attempt is handed to the job engine in the same
-        transaction (it was tried outside a push job of its own)."""
+        transaction (it was tried outside a push job of its own). `end_job`: the engine's job
+        that made the attempt, finished in the same transaction (it will not run again)."""
 
         def write() -> None:
             with self._db.write():
@@ -235,6 +237,7 @@ class Outbox(StoreBase):
                 )
                 if queue_retry and outcome == "pending":
                     self._queue_push(item.id, next_attempt_ts)
+                self._end_job(end_job)
 
         await self._db.run(write)
 

@@ -124,6 +124,11 @@ class StoreBase:
         if self._jobs is not None:
             self._jobs.push_queued(self._connection(), outbox_id, at)
 
+    def _end_job(self, job_id: int | None) -> None:
+        """Finish the engine's job `job_id` in this transaction: its work is this write."""
+        if self._jobs is not None and job_id is not None:
+            self._jobs.job_done(self._connection(), job_id)
+
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(
             f"{HEAD} WHERE id = ? AND tenant = ? AND issuer = ? AND subject = ?",

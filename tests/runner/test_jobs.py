@@ -21,7 +21,7 @@ from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.engine import Processes, engine_config, rows
-from support.served import serve, start_worker, wait_for
+from support.served import log_of, serve, start_worker, wait_for
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -152,11 +152,34 @@ CREATE TRIGGER note_job AFTER INSERT ON procrastinate_jobs FOR EACH ROW EXECUTE 
 """
 
 
+async def rows_become(store: str, query: str, count: int) -> None:
+    """Until `query` has `count` rows: a job's end comes a moment after its push arrives."""
+    for _ in range(500):
+        if len(rows(store, query)) >= count:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"never {count} rows: {rows(store, query)}")
+
+
+NOTE_ENDS = """
+CREATE TABLE ended_jobs (task_name TEXT, tx BIGINT);
+CREATE FUNCTION note_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO ended_jobs VALUES (OLD.task_name, txid_current()); RETURN OLD; END $$;
+CREATE TRIGGER note_end AFTER DELETE ON procrastinate_jobs FOR EACH ROW EXECUTE FUNCTION note_end();
+CREATE TABLE recorded_attempts (status INT, tx BIGINT);
+CREATE FUNCTION note_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO recorded_attempts VALUES (NEW.status, txid_current()); RETURN NEW; END $$;
+CREATE TRIGGER note_attempt AFTER INSERT ON push_attempts
+FOR EACH ROW EXECUTE FUNCTION note_attempt();
+"""
+
+
 async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
     tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
 ) -> None:
     """The turn's job delivers the push its end queued; a receiver that is down has the push
-    tried again by a push job of its own (the same row, the same jti)."""
+    tried again by a push job of its own (the same row, the same jti). Each job is finished in
+    the transaction that records its last attempt, not in one of its own."""
     port = unused_port()
     config = engine_config(tmp_path, "one", port, gateway, postgres_url, runs=True)
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
@@ -165,15 +188,23 @@ async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
     processes.add(await serve(config, port, KEY))
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute(NOTE_JOBS)  # type: ignore[arg-type]
+        connection.execute(NOTE_ENDS)  # type: ignore[arg-type]
     endpoint = f"http://127.0.0.1:{port}/a2a"
     jobs = (
         "SELECT task_name FROM deferred_jobs"
         " WHERE task_name IN ('looping.run_turn', 'looping.deliver_push') ORDER BY 1"
     )
+    ended_with = (  # each turn or push job's end, beside the attempt its transaction recorded
+        "SELECT e.task_name, a.status FROM ended_jobs e LEFT JOIN recorded_attempts a"
+        " ON a.tx = e.tx WHERE e.task_name IN ('looping.run_turn', 'looping.deliver_push')"
+        " ORDER BY 1, 2"
+    )
 
     _, first = await gateway.send_turn(endpoint, tenant="bob", text=f"file:{released}")
     await gateway.wait_for_pushes_of([first["result"]["task"]["id"]], timeout=30)
     assert rows(postgres_url, jobs) == [("looping.run_turn",)]
+    await rows_become(postgres_url, ended_with, 1)
+    assert rows(postgres_url, ended_with) == [("looping.run_turn", 200)]
 
     gateway.push_failures = 1  # down for the next attempt
     _, second = await gateway.send_turn(endpoint, tenant="bob", text=f"file:{released}")
@@ -186,6 +217,20 @@ async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
         ("looping.run_turn",),
         ("looping.run_turn",),
     ]
+    # The second turn's job ended as it recorded the refused attempt (deferring the push job
+    # in the same transaction); the push job ended as it recorded the delivery.
+    await rows_become(postgres_url, ended_with, 3)
+    assert rows(postgres_url, ended_with) == [
+        ("looping.deliver_push", 200),
+        ("looping.run_turn", 200),
+        ("looping.run_turn", 503),
+    ]
+    assert rows(
+        postgres_url,
+        "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
+        " AND task_name IN ('looping.run_turn', 'looping.deliver_push')",
+    ) == [(0,)]
+    assert "Job was not found" not in log_of(config).read_text()  # no finish after the end
 
 
 async def test_a_duplicate_at_another_edge_makes_no_second_job_and_a_cancel_there_stops_the_turn(
