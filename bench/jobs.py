@@ -7,7 +7,7 @@ killed worker's turns take to run again.
 Starts a throwaway PostgreSQL server on this machine, one `looping serve` that only accepts
 turns (`[runner] serve_runs_jobs = false`), and `looping worker` processes that run them. For
 each worker count it sends `--turns` SendMessage calls (the example WordCountAgent, with a push
-config: every turn is a turn job and a push job), `--concurrency` at a time from this process,
+config: one job per turn, which delivers its push), `--concurrency` at a time from this process,
 and reports:
 
 - accepted turns/s: the calls answered, over the time they took;
