@@ -16,8 +16,13 @@ and reports:
 - pushes delivered/s the same way;
 - commits per turn: every transaction committed on the database during the run (the edge's,
   the workers', procrastinate's fetches and heartbeats), per turn;
+- a backlog drained: the workers are stopped, `--turns` more turns are accepted, the workers are
+  started again, and the turns they complete per second (from the first end to the last, read
+  from the tasks' status times): the shape of procrastinate's own measurement below, in which
+  no edge competes for the CPUs meanwhile;
 - procrastinate's own ceiling, measured in the same run on the same server once the turns are
-  done: no-op jobs/s of one worker process (bench/noop_jobs.py), and turns/s as a share of it.
+  done: no-op jobs/s of one worker process (bench/noop_jobs.py) draining a batch deferred
+  beforehand, and completed turns/s (live, and draining) as a share of it.
 
 Then the recovery: two workers, 20 turns of an agent that sleeps 60 s, one worker SIGKILLed once
 its turns run; it reports the seconds from the kill until the other worker has taken every one
@@ -157,6 +162,21 @@ async def send_all(
     return time.perf_counter() - began
 
 
+def drain_rate(store: str, since_us: int) -> float:
+    """Turns completed per second among those accepted since `since_us`, from the first end to
+    the last (the tasks' status times): the pace of the workers, not of their start."""
+    completed = TaskState.TASK_STATE_COMPLETED.value
+    with psycopg.connect(store) as connection:
+        row = connection.execute(
+            "SELECT COUNT(*), MIN(status_ts), MAX(status_ts) FROM tasks"
+            " WHERE state = %s AND created_ts >= %s",
+            (completed, since_us),
+        ).fetchone()
+    assert row is not None
+    ended, first, last = row
+    return (ended - 1) / ((last - first) / 1_000_000)
+
+
 async def commits(store: str) -> int:
     """Transactions committed on the store's database so far (PostgreSQL's statistics)."""
     await asyncio.sleep(1.1)  # a backend reports its counts within a second
@@ -174,9 +194,11 @@ def noop_ceiling(store: str, concurrency: int) -> float:
     return float(output.split("NOOP ", 1)[1].split()[0])
 
 
-async def throughput(
-    args: argparse.Namespace, workers: int
-) -> tuple[float, float, float, float, float]:
+Run = tuple[float, float, float, float, float, float]
+"""accepted/s, completed/s, pushed/s, commits per turn, backlog drained/s, no-op jobs/s"""
+
+
+async def throughput(args: argparse.Namespace, workers: int) -> Run:
     with tempfile.TemporaryDirectory(prefix="looping-bench-jobs-") as name, \
             throwaway_postgres() as store:  # fmt: skip
         folder = Path(name)
@@ -204,10 +226,25 @@ async def throughput(
                 await gateway.wait_for_pushes(args.turns, timeout=600)
                 pushes_done = time.perf_counter() - began
                 per_turn = (await commits(store) - committed) / args.turns
+
+                # The backlog: accepted with no worker running, then drained.
+                stop(processes[1:])
+                del processes[1:]
+                backlog_since = count(store, "SELECT MAX(created_ts) FROM tasks") + 1
+                await send_all(gateway, endpoint, "words", texts, args.concurrency)
+                for index in range(workers):
+                    log = folder / f"worker-{index}.log"
+                    processes.append(start("worker", config, log))
+                while count(store, done_query) < 2 * args.turns:
+                    await asyncio.sleep(0.05)
+                drained = drain_rate(store, backlog_since)
             finally:
                 stop(processes)
             ceiling = noop_ceiling(store, 16)
-    return (args.turns / sent, args.turns / turns_done, args.turns / pushes_done, per_turn, ceiling)
+    return (
+        args.turns / sent, args.turns / turns_done, args.turns / pushes_done, per_turn, drained,
+        ceiling,
+    )  # fmt: skip
 
 
 async def recovery() -> float:
@@ -252,17 +289,19 @@ async def main() -> None:
     counts = [int(item) for item in args.workers.split(",")]
     print(f"{os.cpu_count()} CPUs; {args.turns} turns per run, {args.concurrency} calls at once;"
           " one edge, PostgreSQL on this machine", flush=True)  # fmt: skip
-    results: dict[int, list[tuple[float, float, float, float, float]]] = {n: [] for n in counts}
+    results: dict[int, list[Run]] = {n: [] for n in counts}
     for _ in range(args.rounds):
         for workers in counts:
-            accepted, completed, pushed, per_turn, ceiling = await throughput(args, workers)
-            results[workers].append((accepted, completed, pushed, per_turn, ceiling))
+            run = await throughput(args, workers)
+            results[workers].append(run)
+            accepted, completed, pushed, per_turn, drained, ceiling = run
             print(f"{workers} worker(s): accepted {accepted:6.0f}/s   completed {completed:6.0f}/s"
-                  f"   pushed {pushed:6.0f}/s   {per_turn:5.1f} commits/turn   procrastinate"
-                  f" no-op {ceiling:6.0f} jobs/s (turns: {completed / ceiling:4.2f}x)",
+                  f"   pushed {pushed:6.0f}/s   {per_turn:5.1f} commits/turn   backlog drained"
+                  f" {drained:6.0f}/s   procrastinate no-op {ceiling:6.0f} jobs/s (turns:"
+                  f" {completed / ceiling:4.2f}x live, {drained / ceiling:4.2f}x draining)",
                   flush=True)  # fmt: skip
     keys = ("accepted_per_second", "completed_per_second", "pushed_per_second",
-            "commits_per_turn", "noop_jobs_per_second")  # fmt: skip
+            "commits_per_turn", "drained_per_second", "noop_jobs_per_second")  # fmt: skip
     medians = {
         workers: {key: statistics.median(run[i] for run in runs) for i, key in enumerate(keys)}
         for workers, runs in results.items()
@@ -273,7 +312,8 @@ async def main() -> None:
                 f"median, {workers} worker(s): accepted {median['accepted_per_second']:.0f}/s,"
                 f" completed {median['completed_per_second']:.0f}/s, pushed"
                 f" {median['pushed_per_second']:.0f}/s, {median['commits_per_turn']:.1f}"
-                f" commits/turn, no-op {median['noop_jobs_per_second']:.0f} jobs/s"
+                f" commits/turn, drained {median['drained_per_second']:.0f}/s,"
+                f" no-op {median['noop_jobs_per_second']:.0f} jobs/s"
             )
     seconds = await recovery()
     print(

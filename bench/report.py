@@ -125,15 +125,18 @@ def streams_table(results: Results) -> str:
 def jobs_table(results: Results) -> str:
     lines = [
         _row(["workers", "accepted/s", "completed/s", "pushed/s", "commits per turn",
-              "procrastinate no-op jobs/s", "completed / no-op"]),
-        _row(["---"] * 7),
+              "backlog drained/s", "procrastinate no-op jobs/s", "completed / no-op",
+              "drained / no-op"]),
+        _row(["---"] * 9),
     ]  # fmt: skip
     for workers, point in results["series"]["looping-core"].items():
+        ceiling = point["noop_jobs_per_second"]
         lines.append(_row([
             workers, _grouped(point["accepted_per_second"]),
             _grouped(point["completed_per_second"]), _grouped(point["pushed_per_second"]),
-            f"{point['commits_per_turn']:.1f}", _grouped(point["noop_jobs_per_second"]),
-            f"{point['completed_per_second'] / point['noop_jobs_per_second']:.2f}x",
+            f"{point['commits_per_turn']:.1f}", _grouped(point["drained_per_second"]),
+            _grouped(ceiling), f"{point['completed_per_second'] / ceiling:.2f}x",
+            f"{point['drained_per_second'] / ceiling:.2f}x",
         ]))  # fmt: skip
     recovery = results.get("recovery_seconds")
     if recovery is not None:
