@@ -13,11 +13,12 @@
   with jitter, within `[push] max_attempts` and `max_age_seconds`), and the engine runs the same
   job again then: the same row, the same `jti`. Pushes queued elsewhere (a cancel at the edge,
   progress) get a push job as they are queued.
-- **Finishing.** A job that ends with a delivery attempt (a turn's last push, a push job that
-  will not run again) is finished in the transaction that records the attempt, with
-  procrastinate's own finish statement (`EngineHooks.job_done`), and the worker's finish after
-  it returns is skipped (`_JobManager`): one commit less per job, and never a delivery recorded
-  under a job still `doing`. A crash before that commit has the job run again, as before.
+- **Finishing.** A job is finished in the transaction of its last write, with procrastinate's
+  own finish statement (`EngineHooks.job_done`): a turn's end that queues no push, or else the
+  record of its last push's attempt; a push job's attempt unless it must run again. The
+  worker's finish after the job returns is then skipped (`_JobManager`): one commit less per
+  job, and never work recorded under a job still `doing`. A crash before that commit has the
+  job run again, as before.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
   `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`
@@ -43,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -239,13 +240,25 @@ class _JobManager(procrastinate.manager.JobManager):
         if job_id in self.ending:
             self.ending.discard(job_id)
             # Not known to have committed: finish it, unless it was (then it is gone).
-            try:
-                await super().finish_job(job, status, delete_job)
-            except engine_errors.ConnectorException:
-                if list(await self.list_jobs_async(id=job_id)):
-                    raise  # still there: the finish failed for another reason
+            await self._unless_gone(job, super().finish_job(job, status, delete_job))
             return
         await super().finish_job(job, status, delete_job)
+
+    async def retry_job(self, job: engine_jobs.Job, *args: Any, **options: Any) -> None:
+        if job.id in self.ending:
+            self.ending.discard(job.id)
+            await self._unless_gone(job, super().retry_job(job, *args, **options))
+            return
+        await super().retry_job(job, *args, **options)
+
+    async def _unless_gone(self, job: engine_jobs.Job, change: Awaitable[None]) -> None:
+        """Make `change` to a job whose own last write may have finished it: nothing to do if
+        that write did (the job is gone); any other failure is raised."""
+        try:
+            await change
+        except engine_errors.ConnectorException:
+            if list(await self.list_jobs_async(id=job.id)):
+                raise  # still there: the change failed for another reason
 
 
 def queue_orphans(connection: Any) -> tuple[int, int]:
@@ -345,20 +358,32 @@ class JobEngine:
     async def _run_turn(self, context: procrastinate.JobContext, task_id: str) -> None:
         job = asyncio.current_task()
         assert job is not None
+        job_id = _job_id(context)
         self._turn_jobs[task_id] = job
+        # The turn's end finishes this job when it queues no push: until it is known whether
+        # that committed, the worker's finish may find the job gone.
+        self._manager.ending.add(job_id)
         try:
-            done = await self._turns.run_or_resume(task_id)
+            done = await self._turns.run_or_resume(task_id, job=job_id)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # found WORKING then: on_restart
         finally:
             if self._turn_jobs.get(task_id) is job:
                 del self._turn_jobs[task_id]
+        if self._store.job_ended(job_id):  # the end committed, and with it the job's finish
+            self._manager.ended.add(job_id)
+            self._store.discard_unsent(task_id)  # none
+            return
+        if not job.cancelling():
+            # Its end did not finish it. (A cancel may have left that write in flight: the
+            # job stays `ending`, and the worker's finish or retry allows for either outcome.)
+            self._manager.ending.discard(job_id)
         if not done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
         if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
             self._store.discard_unsent(task_id)
         else:
-            await self._deliver_pushes_of(task_id, _job_id(context))
+            await self._deliver_pushes_of(task_id, job_id)
 
     async def _deliver_pushes_of(self, task_id: str, job_id: int) -> None:
         """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to

@@ -119,9 +119,13 @@ class TurnDriver:
         """Give back a slot `reserve` took that no begun turn uses."""
         self._slots.release()
 
-    async def run(self, task_id: str, begun: BegunTurn | None = None) -> bool:
+    async def run(
+        self, task_id: str, begun: BegunTurn | None = None, *, job: int | None = None
+    ) -> bool:
         """Run the task's pending turn; `False` when it was not SUBMITTED (nothing began).
-        `begun`: the store began it already, in a slot `reserve` took for it.
+        `begun`: the store began it already, in a slot `reserve` took for it. `job`: the job
+        engine's job running it, finished by the turn's end if that queues no push (the store's
+        `transition`, `end_job`).
 
         A cancel stops it (logged, not raised); a turn the runner itself broke is failed
         (`RUNNER_ERROR`); `StoreUnavailable` is raised: the runner takes the turn up again.
@@ -139,7 +143,7 @@ class TurnDriver:
                 try:
                     # A child of the request that accepted the turn (its context was copied).
                     with _tracing.span("turn", a2a__task_id=task_id):
-                        began = await self._begin_and_run(task_id, begun)
+                        began = await self._begin_and_run(task_id, begun, job)
                 finally:
                     _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
@@ -166,21 +170,22 @@ class TurnDriver:
             self._started.pop(task_id, None)
         return began
 
-    async def run_or_resume(self, task_id: str) -> bool:
+    async def run_or_resume(self, task_id: str, *, job: int | None = None) -> bool:
         """Run the task's pending turn wherever it was left: a task left WORKING (its worker
         died or stopped) is resumed or failed first, as `on_restart` says. `False` when a
-        cancel of the calling task (a shutdown) cut the turn off: it must run again."""
-        job = asyncio.current_task()
-        assert job is not None
+        cancel of the calling task (a shutdown) cut the turn off: it must run again. `job`: as
+        for `run`."""
+        current = asyncio.current_task()
+        assert current is not None
         # The usual case first: a SUBMITTED task begins. Its state is looked up only when it
         # did not (an interrupted one, or nothing to run).
-        if not await self.run(task_id):
+        if not await self.run(task_id, job=job):
             if await self._store.task_state(task_id) is not TaskState.TASK_STATE_WORKING:
                 return True  # ended (canceled before it ran) or waiting for input
             if not await self.recover(task_id):
                 return True
-            await self.run(task_id)
-        return not job.cancelling() or await self._store.task_state(task_id) not in UNSETTLED
+            await self.run(task_id, job=job)
+        return not current.cancelling() or await self._store.task_state(task_id) not in UNSETTLED
 
     async def recover(self, task_id: str) -> bool:
         """Resume (`True`: its turn is SUBMITTED again) or fail a turn a crash interrupted."""
@@ -229,7 +234,7 @@ class TurnDriver:
         finally:
             self._slots.release()
 
-    async def _begin_and_run(self, task_id: str, begun: BegunTurn | None) -> bool:
+    async def _begin_and_run(self, task_id: str, begun: BegunTurn | None, job: int | None) -> bool:
         bind(task_id=task_id)  # this turn's log lines say which task (and, below, whose)
         if begun is None:
             begun = await self._store.begin_turn(task_id)
@@ -238,14 +243,16 @@ class TurnDriver:
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message
         bind(tenant=caller.tenant, subject=caller.subject)
         while True:
-            following = await self._one_turn(task, caller, turn_message)
+            following = await self._one_turn(task, caller, turn_message, job)
             if following is None:
                 return True
             # A follow-up joined the turn unseen: its output is kept, and the follow-up begins
             # the next turn of the same task.
             task, turn_message = await self._store.get(caller, task_id), following
 
-    async def _one_turn(self, task: Task, caller: Identity, turn_message: str) -> str | None:
+    async def _one_turn(
+        self, task: Task, caller: Identity, turn_message: str, job: int | None
+    ) -> str | None:
         """Run the turn that `turn_message` began and write its end; the messageId of the
         follow-up that begins the next one when a follow-up joined that this turn never took."""
         task_id = task.id
@@ -259,7 +266,7 @@ class TurnDriver:
             # The edge refuses such parts; a message stored by an earlier release may hold one.
             _log.warning("task %s: its message cannot be given to the agent: %s", task_id, exc)
             result = TurnResult(TurnOutcome.FAILED, reason="UNSUPPORTED_CONTENT")
-            return await self._finish(task, result, turn_message)
+            return await self._finish(task, result, turn_message, job)
         session = SessionRef(caller, task.context_id)
         log = (
             TurnSession(self._sessions, self._store, session, task_id, turn_message)
@@ -286,7 +293,7 @@ class TurnDriver:
         gate = self._plugins[caller.tenant]
         if not await gate.should_handle_turn(turn.history, Turn(session, task.id, turn.message)):
             result = TurnResult(TurnOutcome.REJECTED, reason="TURN_GATE_DECLINED")
-            return await self._finish(task, result, turn_message)
+            return await self._finish(task, result, turn_message, job)
         try:
             result = await agent.run(turn)
         except asyncio.CancelledError:
@@ -299,11 +306,14 @@ class TurnDriver:
             result = TurnResult(TurnOutcome.FAILED, reason="AGENT_ERROR")
         finally:
             await events.flush()
-        return await self._finish(task, result, log.taken_through if log else turn_message)
+        return await self._finish(task, result, log.taken_through if log else turn_message, job)
 
-    async def _finish(self, task: Task, result: TurnResult, taken_through: str) -> str | None:
+    async def _finish(
+        self, task: Task, result: TurnResult, taken_through: str, job: int | None
+    ) -> str | None:
         """Write the turn's end, unless a follow-up joined that the turn did not take: then keep
-        its output and return that follow-up's messageId (it begins the next turn)."""
+        its output and return that follow-up's messageId (it begins the next turn). `job`: the
+        engine's job, finished by this write when it queues no push for the job to deliver."""
         task_id = task.id
         reply = agent_message(reply_parts(result.reply), task=task) if result.reply else None
         status_message = reply
@@ -332,6 +342,7 @@ class TurnDriver:
             taken_through=taken_through,
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
             defer_pushes=not self._pushes_from_turn,
+            end_job=job,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
         won = await asyncio.shield(asyncio.ensure_future(_patiently(write)))

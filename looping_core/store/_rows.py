@@ -104,6 +104,8 @@ class StoreBase:
         self._node = node
         self._worker = worker
         self._jobs = jobs
+        self._ended_jobs: set[int] = set()
+        """Engine jobs a committed write of this process finished (`job_ended`)."""
         self._sql = database.execute
 
     def _queue_turn(self, task_id: str) -> None:
@@ -124,10 +126,21 @@ class StoreBase:
         if self._jobs is not None:
             self._jobs.push_queued(self._connection(), outbox_id, at)
 
-    def _end_job(self, job_id: int | None) -> None:
-        """Finish the engine's job `job_id` in this transaction: its work is this write."""
-        if self._jobs is not None and job_id is not None:
-            self._jobs.job_done(self._connection(), job_id)
+    def _end_job(self, job_id: int | None) -> bool:
+        """Finish the engine's job `job_id` in this transaction: its work is this write.
+        Whether there was one to finish."""
+        if self._jobs is None or job_id is None:
+            return False
+        self._jobs.job_done(self._connection(), job_id)
+        return True
+
+    def job_ended(self, job_id: int) -> bool:
+        """Whether a committed write finished the engine's job `job_id` (asked once: the
+        answer is forgotten as it is given)."""
+        if job_id in self._ended_jobs:
+            self._ended_jobs.discard(job_id)
+            return True
+        return False
 
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(

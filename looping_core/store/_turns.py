@@ -254,6 +254,7 @@ class Turns(Events, PushConfigs):
         taken_through: str | None = None,
         answer_with_message: bool = False,
         defer_pushes: bool = True,
+        end_job: int | None = None,
     ) -> bool:
         """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
         when given, becomes the task's. With `taken_through` (the last message a turn took), only
@@ -261,6 +262,9 @@ class Turns(Events, PushConfigs):
         `answer_with_message`: a blocking SendMessage answers with `reply` as a direct message.
         `defer_pushes=False`: the pushes it queues get no job of their own: the turn's job
         delivers them, and `unsent_pushes` hands it these without reading them back.
+        `end_job` (with `defer_pushes=False`): the engine's job running the turn, finished in
+        this write if it wins and queues no push (the job has nothing left to do); `job_ended`
+        says so once it committed.
 
         One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
         pushes for terminal and interrupted states are written in the same transaction. Returns
@@ -268,11 +272,13 @@ class Turns(Events, PushConfigs):
         """
         # The pushes it queues without a job, for the turn's job (none: each gets a job).
         unsent: list[OutboxItem] | None = None if defer_pushes else []
+        ended: list[int] = []  # the job this write finished, if it did
 
         def write() -> bool:
+            ended.clear()
             if unsent is not None:
                 unsent.clear()  # a batch undone runs its jobs again
-            return self._transition(
+            won = self._transition(
                 task_id,
                 to,
                 allowed_from=tuple(allowed_from),
@@ -284,8 +290,12 @@ class Turns(Events, PushConfigs):
                 answer_with_message=answer_with_message,
                 unsent=unsent,
             )
+            if won and end_job is not None and unsent == [] and self._end_job(end_job):
+                ended.append(end_job)
+            return won
 
         won = await self._db.run(write)
+        self._ended_jobs.update(ended)
         if won:
             self._events_written(task_id)
             if unsent is not None:  # committed: the job takes them (none at all: no read)

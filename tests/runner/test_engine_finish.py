@@ -1,21 +1,38 @@
 """A job finished in the transaction of its last write (`EngineHooks.job_done`): procrastinate's
-own finish, run on the store's connection, ends the job only if that transaction commits; the
+own finish, run on the store's connection, ends the job only if that transaction commits; a
+turn's end does it only when it wins and queues no push (else the push's record does); the
 engine's job manager then skips the finish procrastinate's worker asks for after the job returns,
-and one whose last write was never answered is finished unless that write committed."""
+and one whose last write was never answered is finished (or retried) unless that write
+committed."""
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 
 import procrastinate
 import psycopg
 import pytest
 from procrastinate import jobs as engine_jobs
 
+from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig, TaskState
+from looping_core.contract import Identity
 from looping_core.runner._engine import EngineHooks, _JobManager
 from looping_core.runner._engine_schema import apply_engine_schema
+from looping_core.store.internal import Database, TaskStore, bind, upgrade
 
 pytestmark = pytest.mark.usefixtures("postgres_url")
+
+CALLER = Identity(tenant="alice", issuer="https://gateway.example", subject="caller")
+PUSH = TaskPushNotificationConfig(url="https://gateway.example/push", id="inbox")
+
+
+def turn_message() -> Message:
+    return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=(Part(text="hi"),))
+
+
+def reply() -> Message:
+    return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_AGENT, parts=(Part(text="ok"),))
 
 
 def running_jobs(url: str, count: int) -> list[int]:
@@ -101,5 +118,83 @@ async def _finish_twice(url: str, job_id: int) -> None:
     try:
         manager = _JobManager(connector)
         await manager.finish_job(job(job_id), status=engine_jobs.Status.SUCCEEDED, delete_job=True)
+    finally:
+        await connector.close_async()
+
+
+async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins(
+    postgres_url: str,
+) -> None:
+    """The store's side: a turn's end with the job's id (`end_job`) finishes it in the same
+    transaction when it wins and queues no push for the job to deliver, and says so once."""
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        apply_engine_schema(connection)
+    database = Database.from_url(postgres_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    store = TaskStore(database, jobs=EngineHooks())
+    completed = TaskState.TASK_STATE_COMPLETED
+    try:
+
+        async def begun(push: TaskPushNotificationConfig | None) -> tuple[str, int]:
+            """A task begun, and the id of the job its accept deferred."""
+            task = (await store.start_turn(CALLER, turn_message(), push)).task
+            assert await store.begin_turn(task.id) is not None
+            [job_id] = [job for job, in rows(postgres_url, "SELECT id FROM procrastinate_jobs"
+                                             f" WHERE lock = '{task.id}'")]  # fmt: skip
+            return task.id, int(job_id)  # type: ignore[call-overload]
+
+        quiet, quiet_job = await begun(None)
+        assert await store.transition(
+            quiet, completed, reply=reply(), defer_pushes=False, end_job=quiet_job
+        )
+        assert store.job_ended(quiet_job)
+        assert not store.job_ended(quiet_job)  # said once
+
+        pushed, pushed_job = await begun(PUSH)
+        assert await store.transition(
+            pushed, completed, reply=reply(), defer_pushes=False, end_job=pushed_job
+        )
+        assert not store.job_ended(pushed_job)  # its push is the job's to deliver
+        assert len(await store.unsent_pushes(pushed)) == 1
+
+        lost, lost_job = await begun(None)
+        assert await store.transition(lost, TaskState.TASK_STATE_CANCELED)
+        assert not await store.transition(
+            lost, completed, reply=reply(), defer_pushes=False, end_job=lost_job
+        )
+        assert not store.job_ended(lost_job)
+
+        left = [quiet_job, pushed_job, lost_job]
+        assert statuses(postgres_url, left) == [None, "todo", "todo"]
+    finally:
+        database.close()
+
+
+def rows(url: str, query: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as connection:
+        return connection.execute(query).fetchall()  # type: ignore[arg-type]
+
+
+async def test_a_retry_asked_of_a_job_its_own_write_finished_is_forgiven(
+    postgres_url: str,
+) -> None:
+    """A shutdown cut a turn off while its end was in flight: the worker asks for the job to run
+    again, and the end may have finished it meanwhile."""
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        apply_engine_schema(connection)
+    gone, still_running = running_jobs(postgres_url, 2)
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        EngineHooks().job_done(connection, gone)
+    connector = procrastinate.PsycopgConnector(conninfo=postgres_url)
+    await connector.open_async()
+    try:
+        manager = _JobManager(connector)
+        manager.ending.update({gone, still_running})
+        for job_id in (gone, still_running):
+            await manager.retry_job(job(job_id))
+        assert statuses(postgres_url, [gone, still_running]) == [None, "todo"]
+        # Outside `ending`, a retry of a job that is gone fails as procrastinate's does.
+        with pytest.raises(procrastinate.exceptions.ConnectorException):
+            await manager.retry_job(job(gone))
     finally:
         await connector.close_async()

@@ -161,7 +161,8 @@ async def rows_become(store: str, query: str, count: int) -> None:
     raise AssertionError(f"never {count} rows: {rows(store, query)}")
 
 
-NOTE_ENDS = """
+COMPLETED = TaskState.TASK_STATE_COMPLETED.value
+NOTE_ENDS = f"""
 CREATE TABLE ended_jobs (task_name TEXT, tx BIGINT);
 CREATE FUNCTION note_end() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO ended_jobs VALUES (OLD.task_name, txid_current()); RETURN OLD; END $$;
@@ -171,6 +172,11 @@ CREATE FUNCTION note_attempt() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN INSERT INTO recorded_attempts VALUES (NEW.status, txid_current()); RETURN NEW; END $$;
 CREATE TRIGGER note_attempt AFTER INSERT ON push_attempts
 FOR EACH ROW EXECUTE FUNCTION note_attempt();
+CREATE TABLE task_ends (task_id TEXT, tx BIGINT);
+CREATE FUNCTION note_task_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO task_ends VALUES (NEW.id, txid_current()); RETURN NEW; END $$;
+CREATE TRIGGER note_task_end AFTER UPDATE OF state ON tasks
+FOR EACH ROW WHEN (NEW.state = {COMPLETED}) EXECUTE FUNCTION note_task_end();
 """
 
 
@@ -179,7 +185,8 @@ async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
 ) -> None:
     """The turn's job delivers the push its end queued; a receiver that is down has the push
     tried again by a push job of its own (the same row, the same jti). Each job is finished in
-    the transaction that records its last attempt, not in one of its own."""
+    the transaction of its last write, not in one of its own: the record of its last attempt,
+    or the turn's end when it queues no push."""
     port = unused_port()
     config = engine_config(tmp_path, "one", port, gateway, postgres_url, runs=True)
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
@@ -225,6 +232,16 @@ async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
         ("looping.run_turn", 200),
         ("looping.run_turn", 503),
     ]
+
+    # A turn without a push config: its job ends with the turn's end.
+    _, third = await gateway.send_turn(endpoint, tenant="bob", text=f"file:{released}", inbox=None)
+    ended_by_end = "SELECT e.task_name, t.task_id FROM ended_jobs e JOIN task_ends t ON t.tx = e.tx"
+    await rows_become(postgres_url, ended_by_end, 1)
+    assert rows(postgres_url, ended_by_end) == [("looping.run_turn", third["result"]["task"]["id"])]
+    assert (
+        len(rows(postgres_url, "SELECT * FROM ended_jobs WHERE task_name = 'looping.run_turn'"))
+        == 3
+    )
     assert rows(
         postgres_url,
         "SELECT count(*) FROM procrastinate_jobs WHERE status = 'doing'"
