@@ -7,6 +7,7 @@
         --json bench/results/send_message_postgres.json
     python bench/jobs.py --turns 1000 --workers 1,2 --rounds 3 --json bench/results/jobs.json
     python bench/delegation.py --json bench/results/delegation.json
+    python bench/floor.py --json bench/results/floor.json
     python bench/report.py        # rewrites the tables in docs/benchmarks.md, draws the charts
 
 Each results file is one run's medians as the script printed them (bench/bench_results.py). The
@@ -161,6 +162,19 @@ def delegation_table(results: Results) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_table(results: Results) -> str:
+    parts = results["series"]["cpu_ms"]["1"]
+    names = {
+        "token": "a gateway token verified (the key set cached)",
+        "http": f"an HTTP exchange, bare aiohttp (c={results['concurrency']})",
+        "sqlite": "a turn's SQLite writes (5 INSERTs, 1 UPDATE; 16 turns per commit)",
+        "floor": "the floor: their sum",
+    }
+    lines = [_row(["part of one SendMessage", "CPU"]), _row(["---"] * 2)]
+    lines += [_row([names[name], f"{ms:.3f} ms"]) for name, ms in parts.items()]
+    return "\n".join(lines) + "\n"
+
+
 TABLES: dict[str, Callable[[Results], str]] = {
     "send_message": send_message_table,
     "send_message_postgres": send_message_table,
@@ -168,6 +182,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "streams": streams_table,
     "jobs": jobs_table,
     "delegation": delegation_table,
+    "floor": floor_table,
 }
 
 CHARTS: dict[str, tuple[str, str, str]] = {
