@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -90,6 +92,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def until_listening(port: int) -> None:
+    for _ in range(400):
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.1):
+            return
+        time.sleep(0.025)
+    raise SystemExit(f"the bare aiohttp server never listened on port {port}")
+
+
 def http_seconds(seconds: int, concurrency: int) -> float | None:
     """The bare aiohttp server's CPU seconds per request under wrk; `None` without wrk."""
     wrk = shutil.which("wrk")
@@ -103,14 +113,7 @@ def http_seconds(seconds: int, concurrency: int) -> float | None:
         server = subprocess.Popen([sys.executable, "-c", SERVER, str(port)])
         try:
             url = f"http://127.0.0.1:{port}/a2a"
-            for _ in range(200):
-                probe = subprocess.run(
-                    [wrk, "-t1", "-c1", "-d1s", "-s", str(script), url],
-                    capture_output=True, text=True, check=False,
-                )  # fmt: skip
-                if "requests in" in probe.stdout and "Socket errors" not in probe.stdout:
-                    break
-                time.sleep(0.05)
+            until_listening(port)
             before = cpu_seconds(server.pid)
             run = subprocess.run(
                 [wrk, "-t1", f"-c{concurrency}", f"-d{seconds}s", "-s", str(script), url],

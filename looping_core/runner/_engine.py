@@ -370,8 +370,7 @@ class JobEngine:
         finally:
             if self._turn_jobs.get(task_id) is job:
                 del self._turn_jobs[task_id]
-        if self._store.job_ended(job_id):  # the end committed, and with it the job's finish
-            self._manager.ended.add(job_id)
+        if self._ended(job_id):  # the turn's end committed, and with it the job's finish
             self._store.discard_unsent(task_id)  # none
             return
         if not job.cancelling():
@@ -418,10 +417,18 @@ class JobEngine:
         finish after the job returns is then skipped (`_JobManager`)."""
         self._manager.ending.add(job_id)
         again_in = await self._deliverer.deliver(item, queue_retry=queue_retry, job=job_id)
-        self._manager.ending.discard(job_id)
-        if again_in is None or queue_retry:
-            self._manager.ended.add(job_id)
+        if not self._ended(job_id):
+            self._manager.ending.discard(job_id)  # it runs again: procrastinate retries it
         return again_in
+
+    def _ended(self, job_id: int) -> bool:
+        """Whether a write of the store's, now committed, finished the job: then the worker's
+        finish is skipped."""
+        if not self._store.job_ended(job_id):
+            return False
+        self._manager.ending.discard(job_id)
+        self._manager.ended.add(job_id)
+        return True
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
         try:

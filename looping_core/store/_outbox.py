@@ -221,9 +221,10 @@ class Outbox(StoreBase):
         """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry).
         `queue_retry`: a pending item's next attempt is handed to the job engine in the same
         transaction (it was tried outside a push job of its own). `end_job`: the engine's job
-        that made the attempt, finished in the same transaction (it will not run again)."""
+        that made the attempt, finished in the same transaction (it will not run again);
+        `job_ended` says so once it committed."""
 
-        def write() -> None:
+        def write() -> bool:
             with self._db.write():
                 self._sql(
                     "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
@@ -237,9 +238,10 @@ class Outbox(StoreBase):
                 )
                 if queue_retry and outcome == "pending":
                     self._queue_push(item.id, next_attempt_ts)
-                self._end_job(end_job)
+                return self._end_job(end_job)
 
-        await self._db.run(write)
+        if await self._db.run(write) and end_job is not None:
+            self._ended_jobs.add(end_job)
 
     async def outbox(self, task_id: str) -> list[dict[str, Any]]:
         """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""

@@ -21,6 +21,8 @@ from looping_core.runner._engine import EngineHooks, _JobManager
 from looping_core.runner._engine_schema import apply_engine_schema
 from looping_core.store.internal import Database, TaskStore, bind, upgrade
 
+from support.engine import rows
+
 pytestmark = pytest.mark.usefixtures("postgres_url")
 
 CALLER = Identity(tenant="alice", issuer="https://gateway.example", subject="caller")
@@ -98,26 +100,17 @@ async def test_the_workers_finish_is_skipped_after_the_jobs_own_and_done_when_un
         succeeded = engine_jobs.Status.SUCCEEDED
         for job_id in (ended, ending_committed, ending_lost, ordinary):
             await manager.finish_job(job(job_id), status=succeeded, delete_job=True)
-    finally:
-        await connector.close_async()
-    # `ended` is left as it is: its finish committed with its write, so none is sent (were it
-    # sent, this job, still `doing` here, would be gone).
-    assert statuses(postgres_url, [ended, ending_committed, ending_lost, ordinary]) == [
-        "doing", None, None, None,
-    ]  # fmt: skip
-    assert not manager.ended
-    assert not manager.ending
-    # Only a job whose own write may have finished it is forgiven a finish that finds it gone.
-    with pytest.raises(procrastinate.exceptions.ConnectorException):
-        await _finish_twice(postgres_url, ordinary)
-
-
-async def _finish_twice(url: str, job_id: int) -> None:
-    connector = procrastinate.PsycopgConnector(conninfo=url)
-    await connector.open_async()
-    try:
-        manager = _JobManager(connector)
-        await manager.finish_job(job(job_id), status=engine_jobs.Status.SUCCEEDED, delete_job=True)
+        # `ended` is left as it is: its finish committed with its write, so none is sent (were
+        # it sent, this job, still `doing` here, would be gone).
+        assert statuses(postgres_url, [ended, ending_committed, ending_lost, ordinary]) == [
+            "doing", None, None, None,
+        ]  # fmt: skip
+        assert not manager.ended
+        assert not manager.ending
+        # Only a job whose own write may have finished it is forgiven a finish that finds it
+        # gone.
+        with pytest.raises(procrastinate.exceptions.ConnectorException):
+            await manager.finish_job(job(ordinary), status=succeeded, delete_job=True)
     finally:
         await connector.close_async()
 
@@ -155,7 +148,6 @@ async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins
             pushed, completed, reply=reply(), defer_pushes=False, end_job=pushed_job
         )
         assert not store.job_ended(pushed_job)  # its push is the job's to deliver
-        assert len(await store.unsent_pushes(pushed)) == 1
 
         lost, lost_job = await begun(None)
         assert await store.transition(lost, TaskState.TASK_STATE_CANCELED)
@@ -164,15 +156,17 @@ async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins
         )
         assert not store.job_ended(lost_job)
 
+        # The pushed turn's job ends with its push's record instead.
+        [item] = await store.unsent_pushes(pushed)
+        await store.record_attempt(
+            item, status=200, error=None, duration_ms=1, outcome="delivered", end_job=pushed_job
+        )
+        assert store.job_ended(pushed_job)
+
         left = [quiet_job, pushed_job, lost_job]
-        assert statuses(postgres_url, left) == [None, "todo", "todo"]
+        assert statuses(postgres_url, left) == [None, None, "todo"]
     finally:
         database.close()
-
-
-def rows(url: str, query: str) -> list[tuple[object, ...]]:
-    with psycopg.connect(url) as connection:
-        return connection.execute(query).fetchall()  # type: ignore[arg-type]
 
 
 async def test_a_retry_asked_of_a_job_its_own_write_finished_is_forgiven(
