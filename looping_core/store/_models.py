@@ -101,7 +101,9 @@ class MessageRow(_Base):
 
 class TaskArtifactRow(_Base):
     seq = peewee.AutoField()
-    task = peewee.ForeignKeyField(TaskRow, backref="artifacts", on_delete="CASCADE")
+    task = peewee.ForeignKeyField(
+        TaskRow, backref="artifacts", on_delete="CASCADE", index=False
+    )  # the unique (task, artifact_id) index serves it
     artifact_id = peewee.TextField()
     body = peewee.TextField()
 
@@ -115,7 +117,9 @@ class TaskEventRow(_Base):
     from 1 in the order they happened: the SSE `id` a client resumes from (`Last-Event-ID`)."""
 
     id = peewee.AutoField()
-    task = peewee.ForeignKeyField(TaskRow, backref="events", on_delete="CASCADE")
+    task = peewee.ForeignKeyField(
+        TaskRow, backref="events", on_delete="CASCADE", index=False
+    )  # the unique (task, seq) index serves it
     seq = peewee.BigIntegerField()
     body = peewee.TextField()
     """The `StreamResponse` JSON (one of `statusUpdate`, `artifactUpdate`)."""
@@ -128,7 +132,9 @@ class TaskEventRow(_Base):
 
 class PushConfigRow(_Base):
     seq = peewee.AutoField()
-    task = peewee.ForeignKeyField(TaskRow, backref="push_configs", on_delete="CASCADE")
+    task = peewee.ForeignKeyField(
+        TaskRow, backref="push_configs", on_delete="CASCADE", index=False
+    )  # the unique (task, config_id) index serves it
     config_id = peewee.TextField()
     body = peewee.TextField()
 
@@ -193,7 +199,9 @@ class SessionMessageRow(_Base):
     compaction frees the lowest ones and may put a summary there)."""
 
     seq = peewee.AutoField()
-    session = peewee.ForeignKeyField(SessionRow, backref="messages", on_delete="CASCADE")
+    session = peewee.ForeignKeyField(
+        SessionRow, backref="messages", on_delete="CASCADE", index=False
+    )  # the unique (session, position) index serves it
     position = peewee.BigIntegerField()
     body = peewee.TextField()
     task_id = peewee.TextField(null=True)
@@ -210,7 +218,9 @@ class SessionMessageRow(_Base):
 class SubtaskRow(_Base):
     """One subtask of a task's delegation plan (see `looping_core.contract.SubtaskRecord`)."""
 
-    task = peewee.ForeignKeyField(TaskRow, backref="subtasks", on_delete="CASCADE")
+    task = peewee.ForeignKeyField(
+        TaskRow, backref="subtasks", on_delete="CASCADE", index=False
+    )  # the primary key (task, subtask_id) serves it
     subtask_id = peewee.TextField()
     seq = peewee.IntegerField()
     """The order the subtasks of a task were added in."""

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import time
+import uuid
 from typing import Any
 
 import attrs
@@ -34,6 +36,7 @@ __all__ = [
     "StoreBase",
     "compact",
     "dump",
+    "new_id",
     "now_us",
     "timestamp",
 ]
@@ -44,6 +47,30 @@ RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.va
 
 def now_us() -> int:
     return time.time_ns() // 1000
+
+
+def new_id() -> str:
+    """A new row's id: a UUID version 7 (RFC 9562), 48 bits of Unix milliseconds and then 74
+    random bits.
+
+    Ids that grow with time put each new row at the end of every index keyed by them, so a
+    commit writes the few pages at that end instead of one page per row and index, scattered
+    (a version 4 id's cost: about twice the SQLite CPU per turn, measured by
+    bench/send_message.py). An id says when its row was made and nothing else; whose it is
+    stays checked on every read."""
+    stdlib = getattr(uuid, "uuid7", None)  # Python 3.14
+    if stdlib is not None:
+        return str(stdlib())
+    milliseconds = time.time_ns() // 1_000_000
+    random = int.from_bytes(os.urandom(10), "big")
+    value = (
+        (milliseconds & 0xFFFF_FFFF_FFFF) << 80
+        | 0x7 << 76  # version
+        | ((random >> 62) & 0xFFF) << 64  # 12 random bits
+        | 0b10 << 62  # variant
+        | (random & ((1 << 62) - 1))  # 62 random bits
+    )
+    return str(uuid.UUID(int=value))
 
 
 def timestamp(us: int) -> datetime.datetime:

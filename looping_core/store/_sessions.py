@@ -11,14 +11,13 @@ own positions. Compaction (`displace`) removes the oldest messages and may put r
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 
 import peewee
 
 from looping_core.content import Message, decode_message, encode
 from looping_core.contract import SessionRef
-from looping_core.store._rows import StoreBase, now_us
+from looping_core.store._rows import StoreBase, new_id, now_us
 
 __all__ = ["SessionStore"]
 
@@ -161,7 +160,7 @@ class SessionStore(StoreBase):
             return str(row[0])
         if not create:
             return None
-        session_id = str(uuid.uuid4())
+        session_id = new_id()
         self._sql(
             "INSERT INTO sessions (id, tenant, issuer, subject, context_id, created_ts)"
             " VALUES (?, ?, ?, ?, ?, ?)",

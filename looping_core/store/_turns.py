@@ -7,7 +7,6 @@ in the same transaction (a transactional outbox), so a crash can lose neither.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -39,6 +38,7 @@ from looping_core.store._rows import (
     Head,
     compact,
     dump,
+    new_id,
     now_us,
     timestamp,
 )
@@ -136,8 +136,8 @@ class Turns(Events, PushConfigs):
                     self._queue_turn(head.id)
                 task_id, context_id = head.id, head.context_id
             else:
-                task_id = str(uuid.uuid4())
-                context_id = message.context_id or str(uuid.uuid4())
+                task_id = new_id()
+                context_id = message.context_id or new_id()
                 state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
                 # The new task is written only if the message is new: the duplicate check and
                 # the write are one statement (the unique index on messages still decides a
@@ -346,14 +346,12 @@ class Turns(Events, PushConfigs):
         with self._db.write():
             # One guarded statement decides, and takes the numbers of the events it reports
             # (each artifact, then the status).
-            row = self._sql(
+            row = self._db.update_returning(
                 "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
                 " metadata = COALESCE(?, metadata),"
                 " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
                 " reply_in_status = ?, event_seq = event_seq + ?"
-                f" WHERE id = ? AND state IN ({marks}){unseen}"
-                " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
-                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
+                f" WHERE id = ? AND state IN ({marks}){unseen}",
                 (
                     to.value,
                     compact(message_wire) if message_wire else None,
@@ -366,7 +364,10 @@ class Turns(Events, PushConfigs):
                     *(state.value for state in allowed_from),
                     *unseen_args,
                 ),
-            ).fetchone()
+                "event_seq, context_id, tenant, issuer, subject, metadata,"
+                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
+                task_id,
+            )
             if row is None:
                 return False
             last, context_id, *owner, metadata_now, pushed = row
@@ -419,19 +420,19 @@ class Turns(Events, PushConfigs):
             stamp = now_us()
             with self._db.write():
                 # It returns what the snapshot needs too: no read of the row it just wrote.
-                row = self._sql(
+                row = self._db.update_returning(
                     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
-                    " WHERE id = ? AND state = ?"
-                    " RETURNING event_seq, tenant, issuer, subject, turn_message,"
-                    " id, context_id, state, status_message, status_ts, metadata,"
-                    " reply_in_status",
+                    " WHERE id = ? AND state = ?",
                     (
                         TaskState.TASK_STATE_WORKING.value,
                         stamp,
                         task_id,
                         TaskState.TASK_STATE_SUBMITTED.value,
                     ),
-                ).fetchone()
+                    "event_seq, tenant, issuer, subject, turn_message, id, context_id, state,"
+                    " status_message, status_ts, metadata, reply_in_status",
+                    task_id,
+                )
                 if row is None:
                     return None
                 seq, tenant, issuer, subject, turn_message, *columns = row

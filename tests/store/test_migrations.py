@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6, 7, 8, 9]
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9)
+    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
@@ -48,6 +48,11 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         ).fetchall() == [(0, "task", 0)]
         assert upgraded.execute("SELECT traceparent FROM push_outbox").fetchall() == [(None,)]
         assert "push_outbox_state_next_attempt_ts" not in indexes(upgraded)
+        # Release 1 indexed these foreign keys on their own; their unique indexes serve them.
+        assert not {"artifacts_task_id", "push_configs_task_id"} & indexes(upgraded)
+        assert {"artifacts_task_id_artifact_id", "push_configs_task_id_config_id"} <= indexes(
+            upgraded
+        )
         assert {
             "tasks_node_worker_state",
             "push_outbox_node_worker_state_next_attempt_ts",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 
 import attrs
@@ -49,11 +50,27 @@ def push_config() -> TaskPushNotificationConfig:
 
 async def test_migrations_are_recorded_and_run_once(database: Database) -> None:
     status = await database.run_alone(migration_status, database.peewee)
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9)
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
     assert status.pending == ()
     assert await database.run_alone(upgrade, database.peewee) == []
     columns = await database.run_alone(database.peewee.get_columns, "push_outbox")
     assert "worker" in {column.name for column in columns}
+
+
+async def test_new_tasks_and_contexts_get_ids_that_grow_with_time(database: Database) -> None:
+    # Version 7 UUIDs: each new row lands at the end of the indexes keyed by its id.
+    store = TaskStore(database)
+    first = await store.start_turn(ALICE, user_message(), None)
+    await asyncio.sleep(0.002)  # the next millisecond at least
+    second = await store.start_turn(ALICE, user_message(), None)
+    ids = [first.task.id, first.task.context_id, second.task.id, second.task.context_id]
+    assert [uuid.UUID(each).version for each in ids] == [7, 7, 7, 7]
+    assert all(uuid.UUID(each).variant == uuid.RFC_4122 for each in ids)
+    assert first.task.id < second.task.id
+    assert first.task.context_id < second.task.context_id
+    milliseconds = uuid.UUID(second.task.id).int >> 80
+    assert abs(milliseconds / 1000 - time.time()) < 60
+    assert len({uuid.UUID(each).int & ((1 << 62) - 1) for each in ids}) == 4  # random tails
 
 
 async def test_fifty_concurrent_duplicates_start_one_turn(database: Database) -> None:
