@@ -4,16 +4,19 @@ the edge."""
 
 from __future__ import annotations
 
+import functools
 from urllib.parse import urlsplit
 
 _DEFAULT_PORTS = {"https": 443, "http": 80}
 
 
+@functools.lru_cache(maxsize=1024)
 def origin_of(url: str) -> str | None:
     """`scheme://host:port` of an http(s) URL, lowercased with the port explicit.
 
     `None` for anything that must never count as an origin: other schemes, no host, userinfo,
-    a fragment, or a malformed port.
+    a fragment, or a malformed port. Remembered for the last 1024 URLs: every call checks the
+    same few (a gateway's `jku` and `iss`), and the answer depends on the text alone.
     """
     try:
         parts = urlsplit(url)
