@@ -8,6 +8,7 @@
     python bench/jobs.py --turns 1000 --workers 1,2 --rounds 3 --json bench/results/jobs.json
     python bench/delegation.py --json bench/results/delegation.json
     python bench/floor.py --json bench/results/floor.json
+    python bench/store_turns.py --json bench/results/store_turns.json
     python bench/report.py        # rewrites the tables in docs/benchmarks.md, draws the charts
 
 Each results file is one run's medians as the script printed them (bench/bench_results.py). The
@@ -167,11 +168,24 @@ def floor_table(results: Results) -> str:
     names = {
         "token": "a gateway token verified (the key set cached)",
         "http": f"an HTTP exchange, bare aiohttp (c={results['concurrency']})",
-        "sqlite": "a turn's SQLite writes (5 INSERTs, 1 UPDATE; 16 turns per commit)",
+        "sqlite": "a turn's SQLite statements (5 INSERTs, 1 UPDATE, 1 SELECT; 16 turns per commit)",
         "floor": "the floor: their sum",
     }
     lines = [_row(["part of one SendMessage", "CPU"]), _row(["---"] * 2)]
     lines += [_row([names[name], f"{ms:.3f} ms"]) for name, ms in parts.items()]
+    return "\n".join(lines) + "\n"
+
+
+def store_turns_table(results: Results) -> str:
+    lines = [
+        _row(["task and context ids", "store thread CPU per turn", "event loop CPU per turn",
+              "wall time per turn"]),
+        _row(["---"] * 4),
+    ]  # fmt: skip
+    for name, points in results["series"].items():
+        point = next(iter(points.values()))
+        lines.append(_row([name, f"{point['store_ms']:.3f} ms", f"{point['loop_ms']:.3f} ms",
+                           f"{point['wall_ms']:.3f} ms"]))  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -183,6 +197,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "jobs": jobs_table,
     "delegation": delegation_table,
     "floor": floor_table,
+    "store_turns": store_turns_table,
 }
 
 CHARTS: dict[str, tuple[str, str, str]] = {
