@@ -44,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +55,7 @@ import psycopg_pool
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate import sql as engine_sql
+from procrastinate.job_context import AbortReason
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core import _metrics
@@ -116,6 +117,20 @@ def _job_id(context: procrastinate.JobContext) -> int:
     job_id = context.job.id
     assert job_id is not None  # a job a worker fetched has its row
     return job_id
+
+
+@contextlib.asynccontextmanager
+async def _again_if_stopping(context: procrastinate.JobContext) -> AsyncIterator[None]:
+    """A delivery that this worker's stop cuts off (its grace ran out) is run again by another
+    worker (the same outbox rows, the same jtis) instead of being aborted for good: procrastinate
+    would record the canceled job ABORTED, and its pending pushes would wait for the next start
+    (`queue_orphans`). Any other cancel (the task's own) still aborts the job."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        if context.abort_reason() is not AbortReason.SHUTDOWN:
+            raise
+        raise RetryLater(0) from None
 
 
 def _one_line(error: BaseException) -> str:
@@ -382,7 +397,8 @@ class JobEngine:
         if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
             self._store.discard_unsent(task_id)
         else:
-            await self._deliver_pushes_of(task_id, job_id)
+            async with _again_if_stopping(context):
+                await self._deliver_pushes_of(task_id, job_id)
 
     async def _deliver_pushes_of(self, task_id: str, job_id: int) -> None:
         """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to
@@ -403,7 +419,8 @@ class JobEngine:
             item = await self._store.pending_push(outbox_id)
             if item is None:
                 return  # done with already (a job run twice), or its config was deleted
-            again_in = await self._deliver_ending(_job_id(context), item, queue_retry=False)
+            async with _again_if_stopping(context):
+                again_in = await self._deliver_ending(_job_id(context), item, queue_retry=False)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same row, the same jti
         if again_in is not None:

@@ -49,12 +49,20 @@ class FakeGateway(LocalGateway):
         """Answer the JWKS route with a 302 to this URL instead."""
         self.push_failures = 0
         """Answer this many more pushes with 503 before accepting them."""
+        self.push_delay = 0.0
+        """Seconds a push receiver waits before it reads a push and answers (a slow receiver);
+        a push whose sender gave up meanwhile is still kept when the wait ends."""
 
     def _push_status(self) -> int:
         if self.push_failures > 0:
             self.push_failures -= 1
             return 503
         return 200
+
+    async def _receive_push(self, request: web.Request) -> web.Response:
+        if self.push_delay:
+            await asyncio.sleep(self.push_delay)
+        return await super()._receive_push(request)
 
     async def _serve_jwks(self, request: web.Request) -> web.Response:
         self.jwks_fetches += 1

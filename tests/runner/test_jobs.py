@@ -144,6 +144,83 @@ async def test_pushes_wait_out_a_receiver_that_is_down_and_are_delivered_once(
     assert push.json["task"]["id"] == body["result"]["task"]["id"]
 
 
+TURNS_AND_PUSHES = (
+    "SELECT task_name, status FROM procrastinate_jobs"
+    " WHERE task_name IN ('looping.run_turn', 'looping.deliver_push')"
+)  # not the periodic sweep's own jobs
+
+
+async def test_a_push_cut_off_by_its_workers_stop_is_delivered_by_the_next_worker(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    """A worker stopped (SIGTERM) while it delivers a turn's push to a slow receiver waits its
+    grace (2 s), then its job is cut off: the job is handed back (not aborted for good), and the
+    next worker delivers the same push (the same jti)."""
+    port = unused_port()
+    edge = engine_config(tmp_path, "edge", port, gateway, postgres_url, runs=False)
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    processes.add(await serve(edge, port, KEY))
+    first = processes.add(await start_worker(edge, KEY, tmp_path / "worker-a.log"))
+    released = tmp_path / "released"
+    released.touch()  # the turn completes at once; its push is what is slow
+    gateway.push_delay = 30.0
+    status, body = await gateway.send_turn(
+        f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}"
+    )
+    assert status == 200
+    await rows_become(postgres_url, "SELECT id FROM push_outbox WHERE state = 'pending'", 1)
+    await asyncio.sleep(0.5)  # the delivery is under way (the receiver holds it)
+    first.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(first.wait, 30)
+    # Handed back, to run again at once; the push still pending, with no attempt recorded.
+    assert rows(postgres_url, TURNS_AND_PUSHES) == [("looping.run_turn", "todo")]
+    [(jti, attempts)] = rows(postgres_url, "SELECT jti, attempts FROM push_outbox")
+    assert attempts == 0
+    gateway.push_delay = 0.0
+    processes.add(await start_worker(edge, KEY, tmp_path / "worker-b.log"))
+    [push] = await gateway.wait_for_pushes(1, timeout=30)
+    assert push.claims is not None
+    assert push.claims["jti"] == jti
+    assert push.json["task"]["id"] == body["result"]["task"]["id"]
+    await rows_become(postgres_url, "SELECT id FROM push_outbox WHERE state = 'delivered'", 1)
+
+
+async def test_a_push_job_cut_off_by_its_workers_stop_runs_again_on_the_next_worker(
+    tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
+) -> None:
+    """The same for a push to try again, which has a job of its own: refused once (503), then
+    slow when its job tries again as the worker stops; the next worker delivers it."""
+    port = unused_port()
+    edge = engine_config(tmp_path, "edge", port, gateway, postgres_url, runs=False)
+    text = edge.read_text().replace("backoff_seconds = 0.05", "backoff_seconds = 1.5")
+    edge.write_text(text.replace("backoff_max_seconds = 0.2", "backoff_max_seconds = 1.5"))
+    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+    processes.add(await serve(edge, port, KEY))
+    first = processes.add(await start_worker(edge, KEY, tmp_path / "worker-a.log"))
+    released = tmp_path / "released"
+    released.touch()
+    gateway.push_failures = 1
+    status, _ = await gateway.send_turn(
+        f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}"
+    )
+    assert status == 200
+    await rows_become(postgres_url, "SELECT id FROM push_outbox WHERE attempts = 1", 1)
+    gateway.push_delay = 30.0  # its next try, a push job due within 1.5 s, is held
+    doing = TURNS_AND_PUSHES + " AND status = 'doing'"
+    await rows_become(postgres_url, doing, 1)
+    await asyncio.sleep(0.5)  # the job's delivery is under way (the receiver holds it)
+    first.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(first.wait, 30)
+    assert rows(postgres_url, TURNS_AND_PUSHES) == [("looping.deliver_push", "todo")]
+    [(jti, attempts)] = rows(postgres_url, "SELECT jti, attempts FROM push_outbox")
+    assert attempts == 1
+    gateway.push_delay = 0.0
+    processes.add(await start_worker(edge, KEY, tmp_path / "worker-b.log"))
+    await rows_become(postgres_url, "SELECT id FROM push_outbox WHERE state = 'delivered'", 1)
+    delivered = [push for push in gateway.pushes if push.status == 200]
+    assert [push.claims["jti"] for push in delivered if push.claims] == [jti]
+
+
 NOTE_JOBS = """
 CREATE TABLE deferred_jobs (task_name TEXT, args JSONB);
 CREATE FUNCTION note_job() RETURNS trigger LANGUAGE plpgsql AS $$
