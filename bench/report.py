@@ -3,7 +3,7 @@
     python bench/send_message.py --json bench/results/send_message.json
     python bench/agent_loop.py --json bench/results/agent_loop.json
     python bench/streams.py --rounds 2 --json bench/results/streams.json
-    python bench/send_message.py --store postgres --levels 16 --workers 1,2 --rounds 1 \\
+    python bench/send_message.py --store postgres --levels 16 --workers 1,2 --rounds 3 \\
         --json bench/results/send_message_postgres.json
     python bench/jobs.py --turns 1000 --workers 1,2 --rounds 3 --json bench/results/jobs.json
     python bench/delegation.py --json bench/results/delegation.json
@@ -65,22 +65,30 @@ def send_message_table(results: Results) -> str:
     levels = _levels(results)
     lines = [
         _row(["", *(f"c={level}" for level in levels), "server CPU per request (c=16)",
-              "SQL statements per request", "of them, reads and writes (c=16)"]),
-        _row(["---"] * (len(levels) + 4)),
+              "of it, event loops / other threads", "SQL statements per request",
+              "of them, reads and writes (c=16)"]),
+        _row(["---"] * (len(levels) + 5)),
     ]  # fmt: skip
     for name, points in series.items():
         counted = [points[level].get("statements") for level in levels]
         statements = " / ".join(f"{count:.1f}" for count in counted if count is not None)
         cpu = f"{points['16']['cpu_ms']:.2f} ms" if "16" in points else ""
-        data = points.get("16", {}).get("data_statements")
+        at_16 = points.get("16", {})
+        split = (
+            f"{at_16['loop_cpu_ms']:.2f} / {at_16['other_cpu_ms']:.2f} ms"
+            if "loop_cpu_ms" in at_16 else ""
+        )  # fmt: skip
+        data = at_16.get("data_statements")
         rps = [f"{_grouped(points[level]['rps'])} req/s" for level in levels]
-        lines.append(_row([name, *rps, cpu, statements, "" if data is None else f"{data:.1f}"]))
+        lines.append(
+            _row([name, *rps, cpu, split, statements, "" if data is None else f"{data:.1f}"])
+        )
     sdk = series.get("a2a-sdk")
     for name, points in series.items():
         if name != "a2a-sdk" and sdk is not None:
             ratios = [f"{points[level]['rps'] / sdk[level]['rps']:.2f}x" for level in levels]
             cpu = f"{points['16']['cpu_ms'] / sdk['16']['cpu_ms']:.2f}x" if "16" in points else ""
-            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", ""]))
+            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", "", ""]))
     return "\n".join(lines) + "\n"
 
 

@@ -171,6 +171,31 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(int(child)) for child in children)
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """`cpu_seconds`, split between the processes' main threads (each one's event loop) and
+    their other threads (looping-core's: the store's); `(0.0, 0.0)` without Linux /proc."""
+    loops = others = 0.0
+    try:
+        threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return 0.0, 0.0
+    for tid in threads:
+        try:
+            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        spent = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        if tid == pid:
+            loops += spent
+        else:
+            others += spent
+    for child in children:
+        child_loops, child_others = cpu_split(int(child))
+        loops, others = loops + child_loops, others + child_others
+    return loops, others
+
+
 async def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
     async with aiohttp.ClientSession() as session:
         for _ in range(600):
@@ -200,11 +225,18 @@ async def run_levels(
     for concurrency in levels:
         tokens = mint(seconds)
         cpu_before = cpu_seconds(server.pid)
+        split_before = cpu_split(server.pid)
         counted_before = await statement_counts(server.pid, statements)
         result = await load(request, concurrency, seconds, tokens)
-        cpu_ms = (cpu_seconds(server.pid) - cpu_before) / max(1, result.requests) * 1000
+        per_request = 1000 / max(1, result.requests)
+        cpu_ms = (cpu_seconds(server.pid) - cpu_before) * per_request
+        loops_ms, others_ms = (
+            (after - before) * per_request
+            for after, before in zip(cpu_split(server.pid), split_before, strict=True)
+        )
         results[concurrency] = {"rps": result.rps, "p50_ms": result.p50_ms,
-                                 "p99_ms": result.p99_ms, "cpu_ms": cpu_ms}  # fmt: skip
+                                 "p99_ms": result.p99_ms, "cpu_ms": cpu_ms,
+                                 "loop_cpu_ms": loops_ms, "other_cpu_ms": others_ms}  # fmt: skip
         reused = f"   TOKENS REUSED: {result.tokens_reused}" if result.tokens_reused else ""
         counted = ""
         if statements is not None:
@@ -223,6 +255,7 @@ async def run_levels(
         print(
             f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
             f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
+            f" (loops {loops_ms:4.2f}, other threads {others_ms:4.2f})"
             f"   failed: {result.failed}{reused}{counted}",
             flush=True,
         )
