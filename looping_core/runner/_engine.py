@@ -119,20 +119,6 @@ def _job_id(context: procrastinate.JobContext) -> int:
     return job_id
 
 
-@contextlib.asynccontextmanager
-async def _again_if_stopping(context: procrastinate.JobContext) -> AsyncIterator[None]:
-    """A delivery that this worker's stop cuts off (its grace ran out) is run again by another
-    worker (the same outbox rows, the same jtis) instead of being aborted for good: procrastinate
-    would record the canceled job ABORTED, and its pending pushes would wait for the next start
-    (`queue_orphans`). Any other cancel (the task's own) still aborts the job."""
-    try:
-        yield
-    except asyncio.CancelledError:
-        if context.abort_reason() is not AbortReason.SHUTDOWN:
-            raise
-        raise RetryLater(0) from None
-
-
 def _one_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -397,8 +383,24 @@ class JobEngine:
         if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
             self._store.discard_unsent(task_id)
         else:
-            async with _again_if_stopping(context):
+            async with self._again_if_stopping(context):
                 await self._deliver_pushes_of(task_id, job_id)
+
+    @contextlib.asynccontextmanager
+    async def _again_if_stopping(self, context: procrastinate.JobContext) -> AsyncIterator[None]:
+        """A delivery that its worker's stop cuts off (the grace ran out) is run again by another
+        worker (the same outbox rows, the same jtis) instead of being aborted for good:
+        procrastinate would record the canceled job ABORTED, and its pending pushes would wait
+        for the next start (`queue_orphans`). Any other cancel (the task's own) still aborts
+        the job. The worker's own stop is asked too: procrastinate 3.8's `abort_reason` reads
+        the id of the last job its fetch loop took, which may be another job's."""
+        try:
+            yield
+        except asyncio.CancelledError:
+            shutdown = context.abort_reason() is AbortReason.SHUTDOWN
+            if not (shutdown or context.worker_name in self._down):
+                raise
+            raise RetryLater(0) from None
 
     async def _deliver_pushes_of(self, task_id: str, job_id: int) -> None:
         """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to
@@ -419,7 +421,7 @@ class JobEngine:
             item = await self._store.pending_push(outbox_id)
             if item is None:
                 return  # done with already (a job run twice), or its config was deleted
-            async with _again_if_stopping(context):
+            async with self._again_if_stopping(context):
                 again_in = await self._deliver_ending(_job_id(context), item, queue_retry=False)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same row, the same jti
