@@ -10,6 +10,7 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -150,6 +151,19 @@ TURNS_AND_PUSHES = (
 )  # not the periodic sweep's own jobs
 
 
+async def stop_mid_delivery(
+    worker: subprocess.Popen[bytes], store: str, task_name: str
+) -> tuple[object, object]:
+    """SIGTERM `worker` while a delivery is under way (the receiver holds it), then check that
+    its job (`task_name`) was handed back to run again at once; the push's jti and attempts."""
+    await asyncio.sleep(0.5)  # the delivery is under way (the receiver holds it)
+    worker.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(worker.wait, 30)
+    assert rows(store, TURNS_AND_PUSHES) == [(task_name, "todo")]
+    [(jti, attempts)] = rows(store, "SELECT jti, attempts FROM push_outbox")
+    return jti, attempts
+
+
 async def test_a_push_cut_off_by_its_workers_stop_is_delivered_by_the_next_worker(
     tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
 ) -> None:
@@ -169,13 +183,8 @@ async def test_a_push_cut_off_by_its_workers_stop_is_delivered_by_the_next_worke
     )
     assert status == 200
     await rows_become(postgres_url, "SELECT id FROM push_outbox WHERE state = 'pending'", 1)
-    await asyncio.sleep(0.5)  # the delivery is under way (the receiver holds it)
-    first.send_signal(signal.SIGTERM)
-    await asyncio.to_thread(first.wait, 30)
-    # Handed back, to run again at once; the push still pending, with no attempt recorded.
-    assert rows(postgres_url, TURNS_AND_PUSHES) == [("looping.run_turn", "todo")]
-    [(jti, attempts)] = rows(postgres_url, "SELECT jti, attempts FROM push_outbox")
-    assert attempts == 0
+    jti, attempts = await stop_mid_delivery(first, postgres_url, "looping.run_turn")
+    assert attempts == 0  # the push still pending, with no attempt recorded
     gateway.push_delay = 0.0
     processes.add(await start_worker(edge, KEY, tmp_path / "worker-b.log"))
     [push] = await gateway.wait_for_pushes(1, timeout=30)
@@ -208,11 +217,7 @@ async def test_a_push_job_cut_off_by_its_workers_stop_runs_again_on_the_next_wor
     gateway.push_delay = 30.0  # its next try, a push job due within 1.5 s, is held
     doing = TURNS_AND_PUSHES + " AND status = 'doing'"
     await rows_become(postgres_url, doing, 1)
-    await asyncio.sleep(0.5)  # the job's delivery is under way (the receiver holds it)
-    first.send_signal(signal.SIGTERM)
-    await asyncio.to_thread(first.wait, 30)
-    assert rows(postgres_url, TURNS_AND_PUSHES) == [("looping.deliver_push", "todo")]
-    [(jti, attempts)] = rows(postgres_url, "SELECT jti, attempts FROM push_outbox")
+    jti, attempts = await stop_mid_delivery(first, postgres_url, "looping.deliver_push")
     assert attempts == 1
     gateway.push_delay = 0.0
     processes.add(await start_worker(edge, KEY, tmp_path / "worker-b.log"))
