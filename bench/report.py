@@ -65,9 +65,9 @@ def send_message_table(results: Results) -> str:
     levels = _levels(results)
     lines = [
         _row(["", *(f"c={level}" for level in levels), "server CPU per request (c=16)",
-              "of it, event loops / other threads", "SQL statements per request",
-              "of them, reads and writes (c=16)"]),
-        _row(["---"] * (len(levels) + 5)),
+              "of it, event loops / other threads", "context switches per request (c=16)",
+              "SQL statements per request", "of them, reads and writes (c=16)"]),
+        _row(["---"] * (len(levels) + 6)),
     ]  # fmt: skip
     for name, points in series.items():
         counted = [points[level].get("statements") for level in levels]
@@ -78,17 +78,22 @@ def send_message_table(results: Results) -> str:
             f"{at_16['loop_cpu_ms']:.2f} / {at_16['other_cpu_ms']:.2f} ms"
             if "loop_cpu_ms" in at_16 else ""
         )  # fmt: skip
+        switches = (
+            f"{at_16['loop_switches']:.1f} + {at_16['other_switches']:.1f}"
+            if "loop_switches" in at_16 else ""
+        )  # fmt: skip
         data = at_16.get("data_statements")
         rps = [f"{_grouped(points[level]['rps'])} req/s" for level in levels]
         lines.append(
-            _row([name, *rps, cpu, split, statements, "" if data is None else f"{data:.1f}"])
-        )
+            _row([name, *rps, cpu, split, switches, statements,
+                  "" if data is None else f"{data:.1f}"])
+        )  # fmt: skip
     sdk = series.get("a2a-sdk")
     for name, points in series.items():
         if name != "a2a-sdk" and sdk is not None:
             ratios = [f"{points[level]['rps'] / sdk[level]['rps']:.2f}x" for level in levels]
             cpu = f"{points['16']['cpu_ms'] / sdk['16']['cpu_ms']:.2f}x" if "16" in points else ""
-            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", "", ""]))
+            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", "", "", ""]))
     return "\n".join(lines) + "\n"
 
 

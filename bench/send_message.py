@@ -43,7 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 import aiohttp
@@ -171,29 +171,49 @@ def cpu_seconds(pid: int) -> float:
     return own + sum(cpu_seconds(int(child)) for child in children)
 
 
-def cpu_split(pid: int) -> tuple[float, float]:
-    """`cpu_seconds`, split between the processes' main threads (each one's event loop) and
-    their other threads (looping-core's: the store's); `(0.0, 0.0)` without Linux /proc."""
-    loops = others = 0.0
+@dataclass(frozen=True)
+class ThreadUsage:
+    """CPU seconds and context switches of the server's processes so far, split between their
+    main threads (each one's event loop) and their other threads (looping-core's: the store's).
+    A switch is a thread giving up its CPU, mostly to wait: for work, for I/O, or for the GIL
+    another thread holds; all zero without Linux /proc."""
+
+    loop_cpu: float = 0.0
+    other_cpu: float = 0.0
+    loop_switches: int = 0
+    other_switches: int = 0
+
+    def __add__(self, other: ThreadUsage) -> ThreadUsage:
+        return ThreadUsage(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+    def __sub__(self, other: ThreadUsage) -> ThreadUsage:
+        return ThreadUsage(*(a - b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
+def thread_usage(pid: int) -> ThreadUsage:
+    """`ThreadUsage` of the process `pid` and its live children."""
     try:
         threads = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
-        return 0.0, 0.0
+        return ThreadUsage()
+    usage = ThreadUsage()
     for tid in threads:
+        folder = Path(f"/proc/{pid}/task/{tid}")
         try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            fields = (folder / "stat").read_text().rsplit(")", 1)[1].split()
+            status = (folder / "status").read_text().splitlines()
         except OSError:
             continue  # ended meanwhile
         spent = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        switches = sum(int(line.split()[1]) for line in status if "ctxt_switches" in line)
         if tid == pid:
-            loops += spent
+            usage += ThreadUsage(loop_cpu=spent, loop_switches=switches)
         else:
-            others += spent
+            usage += ThreadUsage(other_cpu=spent, other_switches=switches)
     for child in children:
-        child_loops, child_others = cpu_split(int(child))
-        loops, others = loops + child_loops, others + child_others
-    return loops, others
+        usage += thread_usage(int(child))
+    return usage
 
 
 async def wait_ready(url: str, process: subprocess.Popen[bytes]) -> None:
@@ -225,37 +245,40 @@ async def run_levels(
     for concurrency in levels:
         tokens = mint(seconds)
         cpu_before = cpu_seconds(server.pid)
-        split_before = cpu_split(server.pid)
+        usage_before = thread_usage(server.pid)
         counted_before = await statement_counts(server.pid, statements)
         result = await load(request, concurrency, seconds, tokens)
         per_request = 1000 / max(1, result.requests)
         cpu_ms = (cpu_seconds(server.pid) - cpu_before) * per_request
-        loops_ms, others_ms = (
-            (after - before) * per_request
-            for after, before in zip(cpu_split(server.pid), split_before, strict=True)
-        )
+        usage = thread_usage(server.pid) - usage_before
+        loops_ms, others_ms = usage.loop_cpu * per_request, usage.other_cpu * per_request
+        loop_switches = usage.loop_switches * per_request / 1000
+        other_switches = usage.other_switches * per_request / 1000
         results[concurrency] = {"rps": result.rps, "p50_ms": result.p50_ms,
                                  "p99_ms": result.p99_ms, "cpu_ms": cpu_ms,
-                                 "loop_cpu_ms": loops_ms, "other_cpu_ms": others_ms}  # fmt: skip
+                                 "loop_cpu_ms": loops_ms, "other_cpu_ms": others_ms,
+                                 "loop_switches": loop_switches,
+                                 "other_switches": other_switches}  # fmt: skip
         reused = f"   TOKENS REUSED: {result.tokens_reused}" if result.tokens_reused else ""
         counted = ""
         if statements is not None:
             settled = await settled_counts(server.pid, statements)
-            per_request = {
+            by_kind = {
                 kind: (settled[kind] - counted_before.get(kind, 0)) / max(1, result.requests)
                 for kind in settled
             }
-            total = sum(per_request.values())
-            kinds = " ".join(f"{k} {v:.1f}" for k, v in sorted(per_request.items()) if v >= 0.05)
+            total = sum(by_kind.values())
+            kinds = " ".join(f"{k} {v:.1f}" for k, v in sorted(by_kind.items()) if v >= 0.05)
             counted = f"   SQL {total:4.1f}/req ({kinds})"
             results[concurrency]["statements"] = total
             results[concurrency]["data_statements"] = total - sum(
-                per_request.get(kind, 0.0) for kind in TRANSACTION_CONTROL
+                by_kind.get(kind, 0.0) for kind in TRANSACTION_CONTROL
             )
         print(
             f"{name:<26} c={concurrency:<3} {result.rps:7.0f} req/s   p50 {result.p50_ms:7.2f} ms"
             f"   p99 {result.p99_ms:7.2f} ms   server CPU {cpu_ms:5.2f} ms/req"
-            f" (loops {loops_ms:4.2f}, other threads {others_ms:4.2f})"
+            f" (loops {loops_ms:4.2f}, other threads {others_ms:4.2f})   switches/req"
+            f" {loop_switches:4.1f} + {other_switches:4.1f}"
             f"   failed: {result.failed}{reused}{counted}",
             flush=True,
         )
