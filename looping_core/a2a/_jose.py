@@ -9,7 +9,9 @@ warning (nothing else is changed), so no warning filter is set up per call on th
 from __future__ import annotations
 
 import base64
+import functools
 import json
+import types
 from collections.abc import Mapping
 from typing import Any
 
@@ -65,8 +67,8 @@ def b64url_decode(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def read_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The protected header and JSON claims of a compact JWS, *not verified*.
+def read_unverified(token: str) -> tuple[Mapping[str, Any], dict[str, Any]]:
+    """The protected header (read-only) and JSON claims of a compact JWS, *not verified*.
 
     Used only to decide whether a token may be verified at all (which `jku`, which `iss`) before
     anything is fetched. Raises `ValueError` for anything that is not a compact JWS with JSON
@@ -76,13 +78,23 @@ def read_unverified(token: str) -> tuple[dict[str, Any], dict[str, Any]]:
     if len(parts) != 3 or not all(parts[:2]):
         raise ValueError("not a compact JWS (header.payload.signature)")
     try:
-        header = json.loads(b64url_decode(parts[0]))
+        header = _protected_header(parts[0])
         claims = json.loads(b64url_decode(parts[1]))
     except (ValueError, UnicodeDecodeError):
         raise ValueError("header or payload is not base64url JSON") from None
-    if not isinstance(header, dict) or not isinstance(claims, dict):
+    if header is None or not isinstance(claims, dict):
         raise ValueError("header and payload must be JSON objects")
     return header, claims
+
+
+@functools.lru_cache(maxsize=64)
+def _protected_header(segment: str) -> Mapping[str, Any] | None:
+    """The header segment's JSON object (`None` if it is JSON but no object), parsed once per
+    distinct segment: every token one gateway key signs carries the same header, so a request
+    does not decode it again. Read-only, since it is shared; the key is the exact text, so no
+    other header can get it. Errors are not cached."""
+    header = json.loads(b64url_decode(segment))
+    return types.MappingProxyType(header) if isinstance(header, dict) else None
 
 
 def public_key(jwk: Mapping[str, Any]) -> OKPKey | None:

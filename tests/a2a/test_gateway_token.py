@@ -13,7 +13,14 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OctKey
 
 from looping_core.a2a import SigningKey
-from looping_core.a2a._jose import b64url, b64url_decode, public_key, sign_compact, verify_compact
+from looping_core.a2a._jose import (
+    b64url,
+    b64url_decode,
+    public_key,
+    read_unverified,
+    sign_compact,
+    verify_compact,
+)
 from looping_core.testing import FakeGateway, ed25519_private_jwk, make_gateway_token
 
 from support.serving import RunningAgent, start_agent
@@ -308,3 +315,22 @@ def test_the_jws_layer_itself_knows_only_eddsa(alg: str) -> None:
     with pytest.raises(JoseError):
         verify_compact(forged, public)
     assert verify_compact(sign_compact({}, payload, gateway_key.key), public) == payload
+
+
+def test_a_header_is_parsed_once_and_no_other_header_gets_that_parse() -> None:
+    """Tokens of one gateway key share their header: it is decoded once, shared read-only, and
+    only a token with that exact header text gets it; its claims are each token's own."""
+    key = SigningKey.from_jwk(ed25519_private_jwk("gw")).key
+    first = sign_compact({"kid": "gw", "jku": "http://gw/jwks"}, b'{"sub":"a"}', key)
+    second = sign_compact({"kid": "gw", "jku": "http://gw/jwks"}, b'{"sub":"b"}', key)
+    other = sign_compact({"kid": "gw", "jku": "http://evil/jwks"}, b'{"sub":"a"}', key)
+    (header, claims), (again, claims_again) = read_unverified(first), read_unverified(second)
+    assert again is header
+    assert (claims, claims_again) == ({"sub": "a"}, {"sub": "b"})
+    with pytest.raises(TypeError):
+        header["jku"] = "http://evil/jwks"  # type: ignore[index]
+    assert read_unverified(other)[0]["jku"] == "http://evil/jwks"
+    assert read_unverified(first)[0]["jku"] == "http://gw/jwks"
+    for malformed in ("W10.e30.sig", "!!.e30.sig"):  # a JSON list; not base64url
+        with pytest.raises(ValueError, match=r"JSON object|base64url"):
+            read_unverified(malformed)
