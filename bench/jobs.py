@@ -145,14 +145,18 @@ async def until_pushed(gateway: FakeGateway, tasks: int) -> None:
         pushed.update(push.task_id for push in arrived if push.task_id and 200 <= push.status < 300)
 
 
-def ended_by(store: str, state: int) -> tuple[int, float]:
-    """How many tasks are in `state`, and the latest status time among them (Unix seconds)."""
+def completed_since(store: str, since_us: int = 0) -> tuple[int, float, float]:
+    """The tasks accepted since `since_us` that completed: how many, and the first and last of
+    their ends (status times, Unix seconds)."""
     with psycopg.connect(store) as connection:
         row = connection.execute(
-            "SELECT COUNT(*), MAX(status_ts) FROM tasks WHERE state = %s", (state,)
+            "SELECT COUNT(*), MIN(status_ts), MAX(status_ts) FROM tasks"
+            " WHERE state = %s AND created_ts >= %s",
+            (TaskState.TASK_STATE_COMPLETED.value, since_us),
         ).fetchone()
     assert row is not None
-    return int(row[0]), (row[1] or 0) / 1_000_000
+    ended, first, last = row
+    return int(ended), (first or 0) / 1_000_000, (last or 0) / 1_000_000
 
 
 async def send_all(
@@ -192,16 +196,8 @@ async def send_all(
 def drain_rate(store: str, since_us: int) -> float:
     """Turns completed per second among those accepted since `since_us`, from the first end to
     the last (the tasks' status times): the pace of the workers, not of their start."""
-    completed = TaskState.TASK_STATE_COMPLETED.value
-    with psycopg.connect(store) as connection:
-        row = connection.execute(
-            "SELECT COUNT(*), MIN(status_ts), MAX(status_ts) FROM tasks"
-            " WHERE state = %s AND created_ts >= %s",
-            (completed, since_us),
-        ).fetchone()
-    assert row is not None
-    ended, first, last = row
-    return float((ended - 1) / ((last - first) / 1_000_000))
+    ended, first, last = completed_since(store, since_us)
+    return (ended - 1) / (last - first)
 
 
 async def commits(store: str) -> int:
@@ -248,8 +244,7 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
                 await until_pushed(gateway, args.turns)  # a turn's push follows its end
                 pushes_done = time.perf_counter() - began
                 per_turn = (await commits(store) - committed) / args.turns
-                completed = TaskState.TASK_STATE_COMPLETED.value
-                ended, last_end = ended_by(store, completed)
+                ended, _, last_end = completed_since(store)
                 if ended != args.turns:
                     raise SystemExit(f"{ended} of {args.turns} turns completed")
                 turns_done = last_end - began_at
