@@ -181,7 +181,8 @@ def floor_table(results: Results) -> str:
     names = {
         "token": "a gateway token verified (the key set cached)",
         "http": f"an HTTP exchange, bare aiohttp (c={results['concurrency']})",
-        "sqlite": "a turn's SQLite statements (5 INSERTs, 1 UPDATE, 1 SELECT; 16 turns per commit)",
+        "sqlite": "a turn's SQLite statements (5 INSERTs, 1 UPDATE ... RETURNING;"
+        " 16 turns per commit)",
         "floor": "the floor: their sum",
     }
     lines = [_row(["part of one SendMessage", "CPU"]), _row(["---"] * 2)]

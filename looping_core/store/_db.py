@@ -260,25 +260,6 @@ class Database:
             statement = self._statements.setdefault(statement, statement.replace("?", self._param))
         return self.peewee.execute_sql(statement, tuple(params))  # type: ignore[no-untyped-call]
 
-    def update_returning(
-        self, update: str, params: Sequence[Any], returning: str, row_id: Any
-    ) -> Any:
-        """Run `update` (`UPDATE <table> SET ... WHERE id = ? ...`, which changes at most the
-        row whose id is `row_id`) and return the columns `returning` of that row as the update
-        left it: a tuple, or `None` when it changed no row.
-
-        PostgreSQL: one statement, `update RETURNING returning`. SQLite: the UPDATE, then a
-        SELECT of the row by its id, in the same transaction of the only writer, so it reads
-        exactly what the UPDATE wrote. SQLite runs an UPDATE with a RETURNING clause several
-        times slower than the same UPDATE and a SELECT together (a task's end: 57 us against
-        14 us on the benchmark machine, SQLite 3.40), and a turn's end is such a statement."""
-        if not self._sqlite:
-            return self.execute(f"{update} RETURNING {returning}", params).fetchone()
-        if self.execute(update, params).rowcount != 1:
-            return None
-        table = update.split(None, 2)[1]
-        return self.execute(f"SELECT {returning} FROM {table} WHERE id = ?", (row_id,)).fetchone()
-
     def write(self) -> Any:
         """A write transaction (nested: a savepoint). A job's outermost one is its batch's
         transaction (see the module's docstring).

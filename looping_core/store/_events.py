@@ -81,12 +81,11 @@ class Events(Outbox):
         """Take the task's next event number (locking its row), with its contextId; `(0, "")`
         when `while_in` is given and the task is not in that state."""
         guard, args = ("", ()) if while_in is None else (" AND state = ?", (while_in.value,))
-        row = self._db.update_returning(
-            f"UPDATE tasks SET event_seq = event_seq + 1 WHERE id = ?{guard}",
+        row = self._sql(
+            f"UPDATE tasks SET event_seq = event_seq + 1 WHERE id = ?{guard}"
+            " RETURNING event_seq, context_id",
             (task_id, *args),
-            "event_seq, context_id",
-            task_id,
-        )
+        ).fetchone()
         return (int(row[0]), row[1]) if row is not None else (0, "")
 
     def _insert_event(
@@ -226,18 +225,16 @@ class Events(Outbox):
             event = StreamResponse(status_update=update)
             wire = to_wire(event)  # once: the event and the status message share it
             with self._db.write():
-                row = self._db.update_returning(
+                row = self._sql(
                     "UPDATE tasks SET status_message = ?, status_ts = ?,"
-                    " event_seq = event_seq + 1 WHERE id = ? AND state = ?",
+                    " event_seq = event_seq + 1 WHERE id = ? AND state = ? RETURNING event_seq",
                     (
                         compact(wire["statusUpdate"]["status"]["message"]),
                         stamp,
                         task_id,
                         TaskState.TASK_STATE_WORKING.value,
                     ),
-                    "event_seq",
-                    task_id,
-                )
+                ).fetchone()
                 if row is None:
                     return False
                 self._insert_event(task_id, int(row[0]), compact(wire), stamp)

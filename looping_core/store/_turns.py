@@ -346,12 +346,14 @@ class Turns(Events, PushConfigs):
         with self._db.write():
             # One guarded statement decides, and takes the numbers of the events it reports
             # (each artifact, then the status).
-            row = self._db.update_returning(
+            row = self._sql(
                 "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
                 " metadata = COALESCE(?, metadata),"
                 " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
                 " reply_in_status = ?, event_seq = event_seq + ?"
-                f" WHERE id = ? AND state IN ({marks}){unseen}",
+                f" WHERE id = ? AND state IN ({marks}){unseen}"
+                " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
+                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
                 (
                     to.value,
                     compact(message_wire) if message_wire else None,
@@ -364,10 +366,7 @@ class Turns(Events, PushConfigs):
                     *(state.value for state in allowed_from),
                     *unseen_args,
                 ),
-                "event_seq, context_id, tenant, issuer, subject, metadata,"
-                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
-                task_id,
-            )
+            ).fetchone()
             if row is None:
                 return False
             last, context_id, *owner, metadata_now, pushed = row
@@ -420,19 +419,18 @@ class Turns(Events, PushConfigs):
             stamp = now_us()
             with self._db.write():
                 # It returns what the snapshot needs too: no read of the row it just wrote.
-                row = self._db.update_returning(
+                row = self._sql(
                     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
-                    " WHERE id = ? AND state = ?",
+                    " WHERE id = ? AND state = ? RETURNING event_seq, tenant, issuer, subject,"
+                    " turn_message, id, context_id, state, status_message, status_ts, metadata,"
+                    " reply_in_status",
                     (
                         TaskState.TASK_STATE_WORKING.value,
                         stamp,
                         task_id,
                         TaskState.TASK_STATE_SUBMITTED.value,
                     ),
-                    "event_seq, tenant, issuer, subject, turn_message, id, context_id, state,"
-                    " status_message, status_ts, metadata, reply_in_status",
-                    task_id,
-                )
+                ).fetchone()
                 if row is None:
                     return None
                 seq, tenant, issuer, subject, turn_message, *columns = row
