@@ -26,6 +26,7 @@ import contextlib
 import contextvars
 import importlib.util
 import queue
+import sqlite3
 import threading
 import time
 import urllib.parse
@@ -68,11 +69,21 @@ SQLITE_BATCH = 64
 """The most jobs one SQLite transaction carries."""
 POSTGRES_THREADS = 8
 
+SQLITE_OLDEST = (3, 35, 0)
+"""The oldest SQLite the store runs on: its writes read back what they changed (`RETURNING`)."""
+
 
 def store_url_problem(url: str) -> str | None:
-    """What keeps `[store] url` from being opened, without connecting (the scheme, the driver),
-    in one line naming the fix; `None` when nothing does."""
+    """What keeps `[store] url` from being opened, without connecting (the scheme, the driver,
+    SQLite's version), in one line naming the fix; `None` when nothing does."""
     if url.startswith("sqlite:///"):
+        if sqlite3.sqlite_version_info < SQLITE_OLDEST:
+            oldest = ".".join(map(str, SQLITE_OLDEST))
+            return (
+                f"the embedded store needs SQLite {oldest} or later, and this Python's sqlite3"
+                f" module uses SQLite {sqlite3.sqlite_version}; run looping-core on a Python"
+                " built with a newer SQLite, or set [store] url to a PostgreSQL database"
+            )
         return None
     if url.startswith(("postgresql://", "postgres://")):
         if any(importlib.util.find_spec(name) is None for name in ("psycopg", "procrastinate")):

@@ -4,6 +4,7 @@ by the same code, all at once; one problem raised as itself; the environment rea
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -65,6 +66,26 @@ def test_every_problem_is_found_in_one_pass_and_create_app_says_them_all(tmp_pat
         create_app(config, environ={})
     assert list(raised.value.problems) == lines
     assert str(raised.value).startswith("3 startup problems:\n  - the signing key")
+
+
+def test_an_sqlite_older_than_the_store_needs_is_a_startup_problem_naming_both_fixes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store's writes read back their rows with `RETURNING` (SQLite 3.35): a Python linked
+    against an older SQLite is told so before anything listens, not at its first turn."""
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 31, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.31.1")
+    config = parse_config(config_with(tmp_path), source="<test>")
+    startup, failures = check_startup(config, environ={KEY_VARIABLE: KEY})
+    assert startup is None
+    assert [line for _, found in failures for line in found] == [
+        "the embedded store needs SQLite 3.35.0 or later, and this Python's sqlite3 module uses"
+        " SQLite 3.31.1; run looping-core on a Python built with a newer SQLite, or set [store]"
+        " url to a PostgreSQL database @ $.store.url"
+    ]
+    with pytest.raises(StoreError, match=r"needs SQLite 3\.35\.0"):
+        create_app(config, environ={KEY_VARIABLE: KEY})
+    assert not (tmp_path / "store.db").exists()
 
 
 @pytest.mark.parametrize(

@@ -337,6 +337,16 @@ async def test_a_closed_store_refuses_work_instead_of_hanging(tmp_path: Path) ->
         database.run_sync(lambda: 1)
 
 
+def test_an_sqlite_older_than_the_store_needs_is_refused_before_a_file_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    with pytest.raises(StoreError, match=r"needs SQLite 3\.35\.0 or later.*uses SQLite 3\.34\.1"):
+        Database.from_url(f"sqlite:///{tmp_path / 'new' / 'store.db'}")
+    assert not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize(
     ("url", "bounded"),
     [
