@@ -194,7 +194,6 @@ class Database:
         self._param: str = database.param
         self._statements: dict[str, str] = {}
         sqlite = isinstance(database, peewee.SqliteDatabase)
-        self._sqlite = sqlite
         self._lock_file = _writer_lock_file(database) if sqlite else None
         # PostgreSQL runs jobs one per transaction on several connections: batches that hold row
         # locks until a shared commit could deadlock one another there.
