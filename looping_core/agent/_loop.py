@@ -26,7 +26,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
-import jsonschema
 import rfc8785
 
 from looping_core import _metrics, _tracing
@@ -54,14 +53,13 @@ from looping_core.content import (
     Usage,
 )
 from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, bind_tool_call
+from looping_core.tools import SchemaUnusable, argument_problems
 
 __all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_tool_loop"]
 
 _log = logging.getLogger("looping_core.agent")
 
 _RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock, DataBlock)
-MAX_NAMED = 10
-"""How many of a call's argument problems its error result names (every one, up to this)."""
 
 
 @attrs.frozen
@@ -303,9 +301,7 @@ def _control(
     any bad tool call is, and the loop goes on)."""
     for call in calls:
         action = controls.get(call.name)
-        if action is not None and jsonschema.Draft202012Validator(
-            dict(action.input_schema)
-        ).is_valid(dict(call.input)):
+        if action is not None and _argument_problem(call, action.input_schema) is None:
             return action, call
     return None
 
@@ -317,43 +313,18 @@ async def _acknowledged(call: ToolUseBlock) -> ToolResultBlock:
 
 async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolResultBlock:
     """A control action called with arguments that fail its schema (or after another one)."""
-    problem = _schema_problem(call, action.input_schema)
+    problem = _argument_problem(call, action.input_schema)
     return _error(call, problem or f"{action.name} was not taken: another action was")
 
 
-def _schema_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
-    """What is wrong with the call's arguments under `schema` (`None`: nothing). Raises
-    `jsonschema.SchemaError` when the schema itself is not valid."""
-    errors = sorted(
-        _validator(_canonical(schema)).iter_errors(dict(call.input)),
-        key=lambda error: [str(part) for part in error.absolute_path],
-    )
-    if not errors:
-        return None
-    named = [
-        f"invalid arguments at {_where(error)}: {error.message}" for error in errors[:MAX_NAMED]
-    ]
-    if len(errors) > MAX_NAMED:
-        named.append(f"and {len(errors) - MAX_NAMED} more")
-    return "; ".join(named)
-
-
-def _where(error: jsonschema.ValidationError) -> str:
-    return "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
-
-
-def _canonical(schema: Mapping[str, Any]) -> str:
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"))
-
-
-@functools.lru_cache(maxsize=1024)
-def _validator(schema: str) -> Any:
-    """A checked validator for a schema (in canonical JSON), made once: checking a schema
-    against its meta-schema costs far more than validating arguments with it."""
-    document = json.loads(schema)
-    kind = jsonschema.validators.validator_for(document)
-    kind.check_schema(document)
-    return kind(document)
+def _argument_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
+    """What is wrong with the call's arguments (`None`: nothing); a schema that cannot be used
+    is a problem of the call too, never a failed turn."""
+    try:
+        return argument_problems(schema, call.input)
+    except SchemaUnusable as exc:
+        _log.error("tool %s cannot be called: its input schema is unusable: %s", call.name, exc)
+        return f"tool {call.name} cannot be called (its input schema is unusable)"
 
 
 def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:
@@ -413,11 +384,7 @@ async def _run_tool(
     tool = tools.get(call.name)
     if tool is None:
         return _error(call, f"unknown tool: {call.name}")
-    try:
-        problem = _schema_problem(call, tool.input_schema)
-    except jsonschema.SchemaError:
-        _log.error("tool %s has an invalid input schema", call.name)
-        return _error(call, f"tool {call.name} cannot be called (its schema is invalid)")
+    problem = _argument_problem(call, tool.input_schema)
     if problem is not None:
         return _error(call, problem)
     async with slots:

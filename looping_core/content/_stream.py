@@ -24,6 +24,9 @@ from looping_core.content._blocks import (
 from looping_core.content._errors import AccumulatorError
 from looping_core.content._messages import AssistantContent
 
+MAX_ARGUMENT_DEPTH = 64
+"""How deeply a tool call's arguments may nest; deeper ones are not taken as JSON."""
+
 __all__ = [
     "Accumulator",
     "Chunk",
@@ -190,12 +193,7 @@ class Accumulator:
                 # Some OpenAI-compatible servers send an empty id: the call gets one of its own,
                 # so its result can still be matched to it.
                 item.id = f"call_{uuid.uuid4().hex[:24]}"
-            raw = "".join(item.arguments).strip() or "{}"
-            try:
-                arguments = json.loads(raw)
-                problem = None if isinstance(arguments, dict) else "are not a JSON object"
-            except ValueError:
-                problem = "are not JSON"
+            arguments, problem = _arguments("".join(item.arguments).strip() or "{}")
             if problem is not None:
                 if not self._keep_bad_arguments:
                     raise AccumulatorError(f"tool call {item.index} has arguments that {problem}")
@@ -205,3 +203,42 @@ class Accumulator:
         if item.media_type is None:
             raise AccumulatorError(f"image {item.index} never received its media type")
         return ImageBlock(media_type=item.media_type, data=b"".join(item.data))
+
+
+class _NotJson(ValueError):
+    pass
+
+
+def _no_constants(name: str) -> Any:
+    raise _NotJson(f"{name} is not a JSON number")
+
+
+def _arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """A tool call's arguments, or what is wrong with them: not JSON (NaN and Infinity are not
+    JSON numbers; nesting past `MAX_ARGUMENT_DEPTH` is refused, as deep nesting is a way to
+    make every later reader recurse), or not an object."""
+    try:
+        arguments = json.loads(raw, parse_constant=_no_constants)
+    except RecursionError:
+        return {}, f"are not JSON (nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+    except _NotJson as exc:
+        return {}, f"are not JSON ({exc})"
+    except ValueError:
+        return {}, "are not JSON"
+    if _deeper_than(arguments, MAX_ARGUMENT_DEPTH):
+        return {}, f"are not JSON (nested deeper than {MAX_ARGUMENT_DEPTH} levels)"
+    if not isinstance(arguments, dict):
+        return {}, "are not a JSON object"
+    return arguments, None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            if level > limit:
+                return True
+            inner = item.values() if isinstance(item, dict) else item
+            stack += [(each, level + 1) for each in inner]
+    return False

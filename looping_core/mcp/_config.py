@@ -12,7 +12,16 @@ import attrs
 
 from looping_core.contract import SecretRef
 
-__all__ = ["McpConfig", "McpServerConfig", "address", "config_problems", "resolved"]
+__all__ = [
+    "McpConfig",
+    "McpServerConfig",
+    "address",
+    "config_problems",
+    "resolved",
+    "shown",
+    "shown_list",
+    "without_secrets",
+]
 
 _FAMILY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
@@ -52,6 +61,15 @@ class McpServerConfig:
     max_restarts: int = 3
     """A server whose connection broke is connected again on its next call, at most this often
     within ten minutes; then its calls fail until the server is restarted."""
+    max_tools: int = 128
+    """The most tools the family may offer (hosted models take about 128 at a time): a server
+    offering more is a startup problem, fixed by choosing some with `tools = [...]`."""
+    max_result_bytes: int = 1_048_576
+    """A call's result larger than this (its content's bytes) is cut to it, with a note saying
+    so, before it reaches the model and the session."""
+    max_message_bytes: int = 16_777_216
+    """A stdio server's line (one JSON-RPC message) larger than this breaks its connection,
+    which is opened again at the next call; the line is never held whole."""
     on_failure: Literal["fail", "warn"] = "fail"
     """A server that cannot be reached at startup: `fail` stops the server with the cause;
     `warn` logs it and offers the family without tools."""
@@ -107,6 +125,9 @@ def config_problems(config: McpConfig, environ: Mapping[str, str]) -> list[str]:
                 problems.append(f"{_where(name, key)} must be more than 0")
         if server.max_caller_connections < 1:
             problems.append(f"{_where(name, 'max_caller_connections')} must be at least 1")
+        for key in ("max_tools", "max_result_bytes", "max_message_bytes"):
+            if getattr(server, key) < 1:
+                problems.append(f"{_where(name, key)} must be at least 1")
         if server.max_restarts < 0:
             problems.append(f"{_where(name, 'max_restarts')} must be 0 or more")
         for key, values in (("env", server.env), ("headers", server.headers)):
@@ -135,10 +156,29 @@ def address(server: McpServerConfig) -> str:
     or the URL without what may be a secret (user info, query, fragment)."""
     if server.command is not None:
         return f"stdio: {server.command}"
-    parts = urllib.parse.urlsplit(server.url or "")
+    return without_secrets(server.url or "")
+
+
+def without_secrets(url: str) -> str:
+    """`url` without its user info, query and fragment (where tokens and keys ride)."""
+    parts = urllib.parse.urlsplit(url)
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def shown(name: str, limit: int = 64) -> str:
+    """A name an MCP server chose, fit for a log line or a problem: quoted with every control
+    character escaped (a newline cannot forge a line), cut past `limit` characters."""
+    text = name if len(name) <= limit else name[:limit] + "..."
+    return repr(text)
+
+
+def shown_list(names: list[str], limit: int = 20) -> str:
+    """Some of a server's names, each `shown`, the rest counted."""
+    listed = ", ".join(shown(name) for name in names[:limit])
+    more = len(names) - limit
+    return listed + (f" and {more} more" if more > 0 else "") if names else "nothing"
 
 
 def resolved(values: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:

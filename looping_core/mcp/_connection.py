@@ -17,12 +17,13 @@ from typing import Any
 
 import anyio
 import httpx2  # the SDK's HTTP client (a dependency of `mcp` 2): headers and timeouts are ours
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from looping_core.contract import ToolError
-from looping_core.mcp._config import McpServerConfig, resolved
+from looping_core.mcp._config import McpServerConfig, resolved, shown, without_secrets
+from looping_core.mcp._stdio import stdio_streams
 
 __all__ = ["Connection", "Connections", "open_session"]
 
@@ -41,22 +42,33 @@ _BROKEN = (
 )
 
 
+class _UrlsWithoutSecrets(logging.Filter):
+    """The SDK's HTTP client logs every request's whole URL at INFO, user info and query (an
+    `?api_key=`) included: above DEBUG, those are left out of the record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and isinstance(record.args, tuple):
+            record.args = tuple(
+                without_secrets(str(arg)) if isinstance(arg, httpx2.URL) else arg
+                for arg in record.args
+            )
+        return True
+
+
+_URLS_WITHOUT_SECRETS = _UrlsWithoutSecrets()
+
+
 @contextlib.asynccontextmanager
 async def open_session(
-    server: McpServerConfig, environ: Mapping[str, str]
+    name: str, server: McpServerConfig, environ: Mapping[str, str]
 ) -> AsyncIterator[ClientSession]:
-    """A session with `server`, initialized; closed (its process stopped) on exit."""
+    """A session with `server`, initialized; closed (its process group ended) on exit."""
     async with contextlib.AsyncExitStack() as stack:
         if server.command is not None:
-            parameters = StdioServerParameters(
-                command=server.command,
-                args=list(server.args),
-                env=resolved(server.env, environ) or None,
-                cwd=server.cwd,
-            )
-            read, write = await stack.enter_async_context(stdio_client(parameters))
+            read, write = await stack.enter_async_context(stdio_streams(name, server, environ))
         else:
             assert server.url is not None  # checked with the config
+            logging.getLogger("httpx2").addFilter(_URLS_WITHOUT_SECRETS)  # once: a set
             timeout = httpx2.Timeout(
                 server.timeout_seconds, read=max(300.0, server.timeout_seconds)
             )
@@ -85,6 +97,9 @@ class Connection:
         self._restarts: collections.deque[float] = collections.deque()
         self._opened_before = False
         self._closed = False
+        self.in_flight = 0
+        """Calls holding this connection now (counted by `Connections.call`): one with any is
+        never closed to make room for another caller's."""
 
     async def call(self, tool: str, arguments: Mapping[str, Any], call_id: str | None) -> Any:
         """Call `tool`; its `CallToolResult`. What the model should hear about a server that
@@ -128,7 +143,7 @@ class Connection:
                 "not connected again until the agent restarts"
             )
         self._restarts.append(now)
-        _log.warning("MCP server %r: connecting again after its connection broke", self.name)
+        _log.warning("MCP server %s: connecting again after its connection broke", shown(self.name))
 
     async def _open(self) -> ClientSession:
         opened: asyncio.Future[ClientSession] = asyncio.get_running_loop().create_future()
@@ -142,13 +157,13 @@ class Connection:
             self._closing.set()
             raise ToolError(f"the MCP server did not connect within {within:g} s") from None
         except Exception as exc:
-            _log.warning("MCP server %r could not be connected: %s", self.name, exc)
+            _log.warning("MCP server %s could not be connected: %s", shown(self.name), exc)
             raise ToolError("the MCP server could not be connected") from None
         return self._session
 
     async def _hold(self, opened: asyncio.Future[ClientSession]) -> None:
         try:
-            async with open_session(self._server, self._environ) as session:
+            async with open_session(self.name, self._server, self._environ) as session:
                 opened.set_result(session)
                 await self._closing.wait()
         except BaseException as exc:
@@ -156,14 +171,14 @@ class Connection:
                 opened.set_exception(exc if isinstance(exc, Exception) else RuntimeError(exc))
             if not isinstance(exc, Exception):
                 raise
-            _log.debug("MCP server %r: its connection ended: %s", self.name, exc)
+            _log.debug("MCP server %s: its connection ended: %s", shown(self.name), exc)
 
     async def _broke(self, session: ClientSession, exc: BaseException) -> None:
         """Drop the session a call found broken, unless another call already replaced it."""
         async with self._opening:
             if self._session is not session:
                 return
-            _log.warning("MCP server %r: the connection broke: %s", self.name, exc)
+            _log.warning("MCP server %s: the connection broke: %s", shown(self.name), exc)
             await self._stop()
 
     async def _stop(self) -> None:
@@ -177,7 +192,7 @@ class Connection:
             except TimeoutError:
                 owner.cancel()
             except Exception:
-                _log.debug("MCP server %r: closing raised", self.name, exc_info=True)
+                _log.debug("MCP server %s: closing raised", shown(self.name), exc_info=True)
 
     async def aclose(self) -> None:
         """Close the session (stop the server's process); later calls are refused."""
@@ -193,7 +208,9 @@ def _connection_lost(exc: MCPError) -> bool:
 
 class Connections:
     """The connections of one server: one shared, or one per caller (`per_caller`), the least
-    recently used closed past `max_caller_connections`."""
+    recently used idle one closed past `max_caller_connections`. A connection with a call in
+    flight is never closed to make room: while every one is busy, a new caller's connection
+    opens beyond the limit, and the idle ones past it close as callers arrive."""
 
     def __init__(self, name: str, server: McpServerConfig, environ: Mapping[str, str]) -> None:
         self._name = name
@@ -202,7 +219,10 @@ class Connections:
         self._open: collections.OrderedDict[str, Connection] = collections.OrderedDict()
         self._closed = False
 
-    async def for_caller(self, caller: str) -> Connection:
+    async def call(
+        self, caller: str, tool: str, arguments: Mapping[str, Any], call_id: str | None
+    ) -> Any:
+        """Call `tool` on `caller`'s connection (the shared one unless `per_caller`)."""
         if self._closed:
             raise ToolError("the MCP server's connections are closed (the agent is stopping)")
         key = caller if self._server.per_caller else ""
@@ -210,15 +230,24 @@ class Connections:
         if connection is None:
             connection = Connection(self._name, self._server, self._environ)
             self._open[key] = connection
-            while len(self._open) > self._server.max_caller_connections:
-                _, oldest = self._open.popitem(last=False)
-                await oldest.aclose()
         self._open.move_to_end(key)
-        return connection
+        connection.in_flight += 1  # held from here: never the one closed to make room
+        try:
+            await self._make_room()
+            return await connection.call(tool, arguments, call_id)
+        finally:
+            connection.in_flight -= 1
+
+    async def _make_room(self) -> None:
+        over = len(self._open) - self._server.max_caller_connections
+        if over <= 0:
+            return
+        idle = [key for key, each in self._open.items() if each.in_flight == 0][:over]
+        closing = [self._open.pop(key) for key in idle]
+        await asyncio.gather(*(connection.aclose() for connection in closing))
 
     async def aclose(self) -> None:
         self._closed = True
         connections = list(self._open.values())
         self._open.clear()
-        for connection in connections:
-            await connection.aclose()
+        await asyncio.gather(*(connection.aclose() for connection in connections))

@@ -14,14 +14,23 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import jsonschema
 from mcp.types import PaginatedRequestParams
 
-from looping_core.mcp._config import McpConfig, McpServerConfig, address
+from looping_core.mcp._config import McpConfig, McpServerConfig, address, shown, shown_list
 from looping_core.mcp._connection import open_session
 from looping_core.mcp._results import tool_name
+from looping_core.tools import schema_problem
 
-__all__ = ["Discovered", "McpTool", "discover"]
+__all__ = ["MAX_LISTED_PAGES", "MAX_LISTED_TOOLS", "Discovered", "McpTool", "discover"]
+
+MAX_LISTED_PAGES = 100
+"""The most pages of tools a server may list; one that pages on is a startup problem."""
+MAX_LISTED_TOOLS = 10_000
+"""The most tools a server may list in all; past it, a startup problem (before `tools` picks)."""
+
+
+class _ListedTooMuch(Exception):
+    pass
 
 
 @attrs.frozen
@@ -82,23 +91,33 @@ async def _discover_one(
     )
     try:
         async with asyncio.timeout(server.connect_timeout_seconds):
-            async with open_session(server, environ) as session:
-                listed = []
-                cursor: str | None = None
-                while True:
-                    page = await session.list_tools(
-                        params=PaginatedRequestParams(cursor=cursor) if cursor else None
-                    )
-                    listed += page.tools
-                    cursor = page.next_cursor
-                    if not cursor:
-                        break
+            async with open_session(name, server, environ) as session:
+                listed = await _listed(session)
+    except _ListedTooMuch as exc:
+        return (), [f"{who} {exc}; {fix}"]
     except TimeoutError:
         within = server.connect_timeout_seconds
         return (), [f"{who} did not answer within {within:g} s; {fix}"]
     except Exception as exc:  # a process that cannot start, a refused connection, a bad answer
         return (), [f"{who} could not be reached: {_cause(exc)}; {fix}"]
     return _offered(name, server, listed)
+
+
+async def _listed(session: Any) -> list[Any]:
+    """Every tool the server lists, page by page, within the limits."""
+    listed: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_LISTED_PAGES):
+        page = await session.list_tools(
+            params=PaginatedRequestParams(cursor=cursor) if cursor else None
+        )
+        listed += page.tools
+        if len(listed) > MAX_LISTED_TOOLS:
+            raise _ListedTooMuch(f"lists more than {MAX_LISTED_TOOLS} tools")
+        cursor = page.next_cursor
+        if not cursor:
+            return listed
+    raise _ListedTooMuch(f"lists its tools in more than {MAX_LISTED_PAGES} pages")
 
 
 def _offered(
@@ -110,41 +129,48 @@ def _offered(
     missing = [wanted for wanted in server.tools if wanted not in by_name]
     if missing:
         problems.append(
-            f"{where} tools names {', '.join(map(repr, missing))}, which MCP server {name!r} "
-            f"does not offer (it offers: {', '.join(sorted(by_name)) or 'nothing'})"
+            f"{where} tools names {shown_list(missing)}, which MCP server {name!r} does not "
+            f"offer (it offers: {shown_list(sorted(by_name))})"
         )
     chosen = [by_name[w] for w in server.tools if w in by_name] if server.tools else listed
+    if len(chosen) > server.max_tools:
+        problems.append(
+            f"MCP server {name!r} offers {len(chosen)} tools, more than {where} max_tools = "
+            f"{server.max_tools} allows (hosted models take about 128 at a time); choose the "
+            f"ones its agents need with {where} tools = [...], or raise max_tools"
+        )
+        return (), problems
     tools: list[McpTool] = []
     taken: dict[str, str] = {}
     for tool in chosen:
         ours = tool_name(server.prefix, tool.name)
         if ours is None:
             problems.append(
-                f"MCP server {name!r}'s tool {tool.name!r} has no name a model can call (tool "
+                f"MCP server {name!r}'s tool {shown(tool.name)} has no name a model can call (tool "
                 f"names are 1-63 lowercase letters, digits, '_', '.' or '-'); leave it out "
                 f"with {where} tools"
             )
             continue
         if ours in taken:
             problems.append(
-                f"MCP server {name!r}'s tools {taken[ours]!r} and {tool.name!r} are both called "
-                f"{ours!r} here; leave one out with {where} tools"
+                f"MCP server {name!r}'s tools {shown(taken[ours])} and {shown(tool.name)} are "
+                f"both called {ours!r} here; leave one out with {where} tools"
             )
             continue
         taken[ours] = tool.name
         schema = dict(tool.input_schema or {"type": "object"})
-        try:
-            jsonschema.validators.validator_for(schema).check_schema(schema)
-        except jsonschema.SchemaError as exc:
+        unusable = schema_problem(schema)
+        if unusable is not None:
             problems.append(
-                f"MCP server {name!r}'s tool {tool.name!r} has an input schema that is not a "
-                f"valid JSON Schema ({exc.message}); leave it out with {where} tools"
+                f"MCP server {name!r}'s tool {shown(tool.name)} has an input schema that cannot "
+                f"be used: {unusable}; leave it out with {where} tools"
             )
             continue
         if schema.get("type", "object") != "object":
             problems.append(
-                f"MCP server {name!r}'s tool {tool.name!r} takes {schema.get('type')!r}, not an "
-                f"object of arguments; leave it out with {where} tools"
+                f"MCP server {name!r}'s tool {shown(tool.name)} takes "
+                f"{shown(str(schema.get('type')))}, not an object of arguments; leave it out "
+                f"with {where} tools"
             )
             continue
         tools.append(McpTool(ours, tool.name, tool.description or tool.title or "", schema))
@@ -156,4 +182,5 @@ def _cause(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     text = str(exc) or type(exc).__name__
-    return text if len(text) < 300 else text[:297] + "..."
+    text = text if len(text) < 300 else text[:297] + "..."
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)

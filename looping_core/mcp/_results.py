@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from typing import Any
 
@@ -25,17 +26,28 @@ def tool_name(prefix: str, mcp_name: str) -> str | None:
     return name if _NAME.match(name) else None
 
 
-def tool_result(result: Any) -> list[Any]:
+def tool_result(result: Any, max_bytes: int) -> list[Any]:
     """A `CallToolResult` as tool-result content: text, images, audio, documents (embedded
     resources), links and structured content as data. Structured content stands for the text
     blocks beside it (the spec has servers serialize it there for older clients), so the model
     reads it once. A result the server marked `isError` becomes a `ToolError` carrying its text,
-    which the model sees as the call's error."""
+    which the model sees as the call's error.
+
+    Content over `max_bytes` is cut to it (structured content too large falls back to the
+    text beside it), and a last text block says how large the result was, so neither the model
+    nor the session takes a server's flood whole."""
     if result.is_error:
         texts = [block.text for block in result.content if block.type == "text"]
-        raise ToolError(" ".join(texts) if texts else "the MCP tool reported an error")
-    blocks: list[Any] = []
+        text = " ".join(texts) if texts else "the MCP tool reported an error"
+        raise ToolError(_cut_text(text, max_bytes))
     structured = result.structured_content
+    if structured is not None and _size(DataBlock(structured)) > max_bytes:
+        structured = None  # its text form (or nothing) is cut below instead
+    return _within(_blocks(result, structured), max_bytes)
+
+
+def _blocks(result: Any, structured: Any) -> list[Any]:
+    blocks: list[Any] = []
     for block in result.content:
         if block.type == "text":
             if structured is None:
@@ -55,6 +67,43 @@ def tool_result(result: Any) -> list[Any]:
     if structured is not None:
         blocks.append(DataBlock(structured))
     return blocks
+
+
+def _within(blocks: list[Any], max_bytes: int) -> list[Any]:
+    """`blocks` in order while they fit in `max_bytes`: a text cut where the room ends, others
+    left out whole; then a note of the result's size if anything was cut."""
+    total = sum(_size(block) for block in blocks)
+    if total <= max_bytes:
+        return blocks
+    kept: list[Any] = []
+    room = max_bytes
+    for block in blocks:
+        size = _size(block)
+        if size <= room:
+            kept.append(block)
+            room -= size
+        elif isinstance(block, TextBlock) and room > 0:
+            kept.append(TextBlock(_cut_text(block.text, room)))
+            room = 0
+    kept.append(TextBlock(f"[result cut: {total} bytes, over the limit of {max_bytes}]"))
+    return kept
+
+
+def _size(block: Any) -> int:
+    if isinstance(block, TextBlock):
+        return len(block.text.encode("utf-8"))
+    if isinstance(block, DataBlock):
+        return len(json.dumps(block.value, ensure_ascii=False, separators=(",", ":")).encode())
+    if isinstance(block, DocumentBlock) and block.text is not None:
+        return len(block.text.encode("utf-8"))
+    return len(getattr(block, "data", b"") or b"")
+
+
+def _cut_text(text: str, max_bytes: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _document(resource: Any) -> DocumentBlock:

@@ -82,7 +82,7 @@ def _family(
 
     def factory(context: ToolContext) -> list[Tool]:
         caller = f"{context.tenant}\n{context.instance_id}"
-        return [_tool(tool, connections, caller) for tool in offered]
+        return [_tool(tool, connections, caller, server.max_result_bytes) for tool in offered]
 
     return ToolFamily(
         name=server.tool_family,
@@ -93,11 +93,10 @@ def _family(
     )
 
 
-def _tool(tool: McpTool, connections: Connections, caller: str) -> Tool:
+def _tool(tool: McpTool, connections: Connections, caller: str, max_bytes: int) -> Tool:
     async def handler(arguments: Mapping[str, Any]) -> Any:
         call = current_tool_call()
-        connection = await connections.for_caller(caller)
-        result = await connection.call(tool.mcp_name, arguments, call.id if call else None)
-        return tuple(tool_result(result)) or None  # nothing: an empty result
+        result = await connections.call(caller, tool.mcp_name, arguments, call.id if call else None)
+        return tuple(tool_result(result, max_bytes)) or None  # nothing: an empty result
 
     return Tool(tool.name, tool.description, tool.input_schema, handler)

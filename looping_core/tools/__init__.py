@@ -34,8 +34,22 @@ The schema of each hint:
 A function that cannot be described is refused when `tool` is applied (`ToolDefinitionError`,
 naming the function, the parameter and the fix), so a server whose agent module has one does
 not start. Hand-written `Tool(name, description, input_schema, handler)` keeps working.
+
+Every input schema, written or generated, is used without I/O: `schema_problem` says why one
+cannot be used (a `$ref` outside it or in a loop, an unknown dialect, too deep), and
+`argument_problems` checks a call's arguments with a validator that never fetches or reads a
+file, reporting any failure as a problem rather than raising it.
 """
 
 from looping_core.tools._function import FunctionTool, ToolDefinitionError, schema_of, tool
+from looping_core.tools._input_schemas import SchemaUnusable, argument_problems, schema_problem
 
-__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "tool"]
+__all__ = [
+    "FunctionTool",
+    "SchemaUnusable",
+    "ToolDefinitionError",
+    "argument_problems",
+    "schema_of",
+    "schema_problem",
+    "tool",
+]

@@ -349,7 +349,7 @@ def test_the_allow_list_names_only_tools_the_server_has(tmp_path: Path) -> None:
     }
     [problem] = messages({"servers": {"calc": settings}})
     assert "[plugins.mcp.servers.calc] tools names 'subtract', which MCP server 'calc'" in problem
-    assert "(it offers: add, authorization, call_id, crash" in problem
+    assert "(it offers: 'add', 'authorization', 'call_id', 'crash'" in problem
 
 
 def test_problems_are_one_error_listing_every_one() -> None:
