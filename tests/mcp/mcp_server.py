@@ -6,7 +6,8 @@
 Its tools: arithmetic with structured output, an echo, a tool that fails, a slow one that
 records being canceled, one that kills its own process mid-call, per-connection memory, an
 image, the call id it was sent, and a camelCase name. `MCP_TEST_FOLDER` is where it leaves its
-pid and its markers.
+pid and its markers; with `MCP_TEST_HELPER` set it starts a helper process (`sleep 600`) and
+leaves its pid there too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,6 +115,9 @@ def get_weather(city: str) -> str:
 if __name__ == "__main__":
     FOLDER.mkdir(parents=True, exist_ok=True)
     (FOLDER / f"pid-{os.getpid()}").write_text(str(os.getpid()))
+    if os.environ.get("MCP_TEST_HELPER"):  # a helper process of its own, as real servers start
+        helper = subprocess.Popen(["sleep", "600"])
+        (FOLDER / f"helper-{helper.pid}").write_text(str(helper.pid))
     if sys.argv[1] == "stdio":
         server.run("stdio")
     else:

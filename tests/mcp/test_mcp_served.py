@@ -41,7 +41,7 @@ enabled = ["mcp"]
 [plugins.mcp.servers.weather]
 command = {json.dumps(sys.executable)}
 args = [{json.dumps(str(SERVER))}, "stdio"]
-env = {{ MCP_TEST_FOLDER = {json.dumps(str(mcp_folder))} }}
+env = {{ MCP_TEST_FOLDER = {json.dumps(str(mcp_folder))}, MCP_TEST_HELPER = "1" }}
 tool_family = "weather"
 tools = ["getWeather", "pixel"]
 """ + tenant_toml(
@@ -101,9 +101,12 @@ async def test_a_looping_agent_calls_an_mcp_tool_through_looping_serve(
         assert part["image_url"]["url"].startswith("data:image/png;base64,iVBOR")
         running = [int(p.read_text()) for p in (tmp_path / "mcp").glob("pid-*")]
         assert len(running) == 2  # startup's listing (closed since) and the serving connection
+        helpers = [int(p.read_text()) for p in (tmp_path / "mcp").glob("helper-*")]
+        assert len(helpers) == 2  # each started a helper process of its own
+        running += helpers
     finally:
         stop(process)
-    # Stopping the server stopped the MCP server's process.
+    # Stopping the server stopped the MCP server's process, and every process it started.
     deadline = time.monotonic() + 10
     while any(alive(pid) for pid in running):
         assert time.monotonic() < deadline, "the MCP server's process outlived the agent"
