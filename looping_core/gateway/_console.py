@@ -220,8 +220,8 @@ class ConsoleGateway(LocalGateway):
         task_id = _optional_id(body, "taskId")
         if task_id is None:
             raise ConsoleRefused(400, "name the task to follow (taskId)")
-        cursor = body.get("lastEventId")
-        headers = {"Last-Event-ID": str(cursor)} if isinstance(cursor, str | int) else None
+        cursor = _event_id(body.get("lastEventId"))
+        headers = {"Last-Event-ID": cursor} if cursor is not None else None
         params = {"tenant": tenant, "id": task_id}
         return await self._stream(request, tenant, "SubscribeToTask", params, headers)
 
@@ -404,3 +404,14 @@ def _error_text(status: int, answer: Any) -> str:
     if isinstance(answer, Mapping) and isinstance(answer.get("error"), Mapping):
         return str(answer["error"].get("message", "refused"))
     return f"HTTP {status}"
+
+
+def _event_id(cursor: Any) -> str | None:
+    """A stream's cursor as the page sends it: an event number (digits), or nothing. Anything
+    else (a CR or LF would split the header) is the page's mistake, refused with 400."""
+    if cursor is None or cursor == "":
+        return None
+    text = str(cursor) if isinstance(cursor, int) and not isinstance(cursor, bool) else cursor
+    if not isinstance(text, str) or not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise ConsoleRefused(400, "lastEventId must be an event number (digits only)")
+    return text

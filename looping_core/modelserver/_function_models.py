@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -66,7 +67,10 @@ class FunctionModel:
     `ModelReply`, plain text, the stream's events themselves, or a `ModelError` (returned or
     raised) the loop handles as a provider's. The function sees the whole request: its
     messages, its system text and the tools offered, so it can react to what the agent sent.
-    Every request is kept in `requests`."""
+    The latest `max_kept_requests` requests are kept in `requests` (oldest first), so a
+    long-running `looping model serve` does not grow without end."""
+
+    max_kept_requests = 1000
 
     def __init__(self, function: ModelFunction, label: str = "function") -> None:
         self._function = function
@@ -82,6 +86,8 @@ class FunctionModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         self.requests.append(request)
+        if len(self.requests) > self.max_kept_requests:
+            del self.requests[: len(self.requests) - self.max_kept_requests]
         answer = self._function(request)
         if inspect.isawaitable(answer):
             answer = await answer
@@ -133,41 +139,84 @@ def _results(request: ModelRequest) -> dict[str, str]:
     return results
 
 
+MAX_FILLED_VALUES = 1000
+"""How many values `arguments_for` makes for one call at most (a schema asking for more, say
+arrays of `minItems: 100` nested five deep, gets shorter arrays, never an answer of megabytes)."""
+MAX_FILLED_STRING = 1000
+"""The longest string it makes, whatever `minLength` asks."""
+_MAX_FILL_DEPTH = 32
+
+
 def arguments_for(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """Arguments valid for an object `schema`: each required property, made from its schema."""
-    value = _value_for(schema)
+    """Arguments valid for an object `schema`: each required property, made from its schema,
+    within `MAX_FILLED_VALUES` values, `MAX_FILLED_STRING` characters a string and a depth of
+    32 (past those, what is left is short or empty). A schema of an odd shape gets `{}`."""
+    value = _Filler().value(schema if isinstance(schema, Mapping) else {}, 0)
     return value if isinstance(value, dict) else {}
 
 
-def _value_for(schema: Mapping[str, Any]) -> Any:
-    if "const" in schema:
-        return schema["const"]
-    if schema.get("enum"):
-        return schema["enum"][0]
-    if "default" in schema:
-        return schema["default"]
-    for choice in ("anyOf", "oneOf"):
-        options: Sequence[Mapping[str, Any]] = schema.get(choice, ())
-        typed = [o for o in options if o.get("type") != "null"]
-        if typed:
-            return _value_for(typed[0])
-    kind = schema.get("type", "object")
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), "null")
-    if kind == "object":
-        properties: Mapping[str, Any] = schema.get("properties", {})
-        return {name: _value_for(properties.get(name, {})) for name in schema.get("required", ())}
-    if kind == "array":
-        if "prefixItems" in schema:  # a tuple of fixed length
-            return [_value_for(item) for item in schema["prefixItems"]]
-        minimum = int(schema.get("minItems", 0))
-        return [_value_for(schema.get("items", {})) for _ in range(minimum)]
-    if kind == "string":
-        return "a" * max(1, int(schema.get("minLength", 1)))
-    if kind == "integer":
-        return int(schema.get("minimum", 0))
-    if kind == "number":
-        return float(schema.get("minimum", 0))
-    if kind == "boolean":
-        return False
-    return None
+class _Filler:
+    def __init__(self) -> None:
+        self._left = MAX_FILLED_VALUES
+
+    def value(self, schema: Mapping[str, Any], depth: int) -> Any:
+        self._left -= 1
+        if "const" in schema:
+            return schema["const"]
+        enum = schema.get("enum")
+        if isinstance(enum, list) and enum:
+            return enum[0]
+        if "default" in schema:
+            return schema["default"]
+        if depth > _MAX_FILL_DEPTH:
+            return None
+        for choice in ("anyOf", "oneOf"):
+            options = _list(schema.get(choice))
+            typed = [o for o in options if isinstance(o, Mapping) and o.get("type") != "null"]
+            if typed:
+                return self.value(typed[0], depth + 1)
+        kind = schema.get("type", "object")
+        if isinstance(kind, list):
+            kind = next((k for k in kind if k != "null"), "null")
+        if kind == "object":
+            properties = schema.get("properties")
+            properties = properties if isinstance(properties, Mapping) else {}
+            made = {}
+            for name in _list(schema.get("required")):
+                if not isinstance(name, str) or self._left <= 0:
+                    continue
+                inner = properties.get(name)
+                made[name] = self.value(inner if isinstance(inner, Mapping) else {}, depth + 1)
+            return made
+        if kind == "array":
+            if "prefixItems" in schema:  # a tuple of fixed length
+                items = [i for i in _list(schema["prefixItems"]) if isinstance(i, Mapping)]
+                return [self.value(item, depth + 1) for item in items if self._left > 0]
+            inner = schema.get("items")
+            inner = inner if isinstance(inner, Mapping) else {}
+            made_items = []
+            for _ in range(_number(schema.get("minItems"), 0, MAX_FILLED_VALUES)):
+                if self._left <= 0:
+                    break
+                made_items.append(self.value(inner, depth + 1))
+            return made_items
+        if kind == "string":
+            return "a" * max(1, _number(schema.get("minLength"), 1, MAX_FILLED_STRING))
+        if kind == "integer":
+            return _number(schema.get("minimum"), 0, 2**53)
+        if kind == "number":
+            return float(_number(schema.get("minimum"), 0, 2**53))
+        if kind == "boolean":
+            return False
+        return None
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _number(value: Any, default: int, cap: int) -> int:
+    """A schema's number as an integer within ±`cap` (`default` when it is not one)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        return default
+    return int(max(-cap, min(cap, value)))

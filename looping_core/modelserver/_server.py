@@ -55,6 +55,11 @@ class ModelServer(LocalServer):
     usage) and `GET /v1/models` on 127.0.0.1:`port` (a free one when 0), answering every request
     from `model` (`TestModel()` when none is given). Any model name is accepted."""
 
+    max_body_bytes = 32 * 1024**2
+    """A conversation larger than this is refused with 413 naming the limit: hosted endpoints
+    take conversations of many megabytes (images inline), and an agent's follow-up carries the
+    whole conversation so far."""
+
     def __init__(self, model: ChatModel | None = None, *, port: int = 0) -> None:
         self.model: ChatModel = model if model is not None else TestModel()
         super().__init__(port)
@@ -73,13 +78,30 @@ class ModelServer(LocalServer):
         return web.json_response({"object": "list", "data": [entry]})
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
+        # JSON only: a page can post `text/plain` to 127.0.0.1 without asking first (CORS).
+        if request.content_type != "application/json":
+            return _refusal(
+                415, "send JSON (Content-Type: application/json)", "invalid_request_error"
+            )
         try:
-            body = await request.json()
+            body = await request.json(loads=_strict_loads)
+        except web.HTTPRequestEntityTooLarge:
+            return _refusal(
+                413, f"the body is over this endpoint's limit of {self.max_body_bytes} bytes",
+                "invalid_request_error",
+            )  # fmt: skip
+        except (ValueError, RecursionError):
+            return _refusal(400, "the body is not JSON", "invalid_request_error")
+        try:
             asked, stream, include_usage = model_request(body)
         except BadRequest as exc:
             return _refusal(400, exc.message, "invalid_request_error")
-        except ValueError:
-            return _refusal(400, "the body is not JSON", "invalid_request_error")
+        except Exception as exc:  # any other shape it cannot read is the client's mistake too
+            _log.debug("an unreadable request", exc_info=True)
+            return _refusal(
+                400, f"the body is not a Chat Completions request ({type(exc).__name__})",
+                "invalid_request_error",
+            )  # fmt: skip
         name = str(body.get("model") or self.model.label)
         try:
             if not stream:
@@ -117,6 +139,13 @@ class ModelServer(LocalServer):
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _strict_loads(text: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
 
 
 def _model_error(exc: ModelError) -> web.Response:

@@ -41,7 +41,13 @@ def tools() -> list[dict[str, Any]]:
 
 
 def text(request_id: Any, value: str) -> None:
-    send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": value}]}})
+    send(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "result": {"content": [{"type": "text", "text": value}]},
+        }
+    )
 
 
 def call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:

@@ -26,8 +26,7 @@ from looping_core.mcp.plugin import tool_families
 from looping_core.testing import plugin_problems
 
 from support.processes import alive
-from test_mcp_plugin import ALICE, BOB, call, stdio, tools_of, wait_until
-from test_mcp_plugin import http_server as http_server  # a fixture: a served MCP server
+from test_mcp_plugin import ALICE, BOB, call, http_server, stdio, tools_of, wait_until
 
 HOSTILE = Path(__file__).with_name("hostile_server.py")
 
@@ -104,7 +103,10 @@ async def test_schemas_that_refer_outside_or_loop_are_refused_at_startup_fetchin
     )
     found = await asyncio.to_thread(problems_of, settings)  # the loop stays free to serve
     web_problem, file_problem, loop_problem = found
-    assert f"MCP server 'bad''s tool 'web' has an input schema that cannot be used: its $ref '{url}'" in web_problem
+    assert (
+        f"MCP server 'bad''s tool 'web' has an input schema that cannot be used: its $ref '{url}'"
+        in web_problem
+    )
     assert "refers outside the schema" in web_problem
     assert "leave it out with [plugins.mcp.servers.bad] tools" in web_problem
     assert "tool 'file'" in file_problem
@@ -120,9 +122,12 @@ async def test_schemas_that_refer_outside_or_loop_are_refused_at_startup_fetchin
 # -- the stdio stream ---------------------------------------------------------------------------
 
 
+__all__ = ["http_server"]  # a fixture, imported for the URL test
+
+
 @pytest.fixture
-async def plain(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
-    yield hostile(
+def plain(tmp_path: Path) -> dict[str, Any]:
+    return hostile(
         tmp_path,
         {**plain_tools(), "HOSTILE_LINE_BYTES": str(3 * 1024 * 1024)},
         timeout_seconds=60.0,
@@ -209,7 +214,10 @@ async def test_a_result_over_the_limit_is_cut_with_a_note(plain: dict[str, Any])
 
 
 def test_a_server_that_pages_forever_is_a_startup_problem(tmp_path: Path) -> None:
-    env = {**tools_env({"name": "a", "inputSchema": {"type": "object"}}), "HOSTILE_PAGES": "forever"}
+    env = {
+        **tools_env({"name": "a", "inputSchema": {"type": "object"}}),
+        "HOSTILE_PAGES": "forever",
+    }
     [problem] = problems_of(hostile(tmp_path, env))
     assert "MCP server 'bad' (stdio: " in problem
     assert "lists its tools in more than 100 pages" in problem

@@ -4,6 +4,8 @@ FunctionModel or TestModel, and `load_model` finds what `--model module:attr` na
 
 from __future__ import annotations
 
+import asyncio
+import io
 import json
 import sys
 import textwrap
@@ -214,14 +216,131 @@ async def test_a_request_it_cannot_read_is_a_400_naming_where(
     assert seen == []
 
 
-async def test_a_body_that_is_not_json_is_a_400(served: Any) -> None:
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.mark.parametrize(
+    "body", [b"{oops", b'{"messages": [{"role": "user", "content": NaN}]}', b"[" * 100_000]
+)
+async def test_a_body_that_is_not_json_is_a_400(served: Any, body: bytes) -> None:
     server, _ = served
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{server.base_url}/chat/completions", data=b"{oops") as response,
+        session.post(f"{server.base_url}/chat/completions", data=body, headers=JSON) as response,
     ):
         assert response.status == 400
         assert (await response.json())["error"]["message"] == "the body is not JSON"
+
+
+# Shapes that once made the endpoint answer 500 with a traceback.
+ODD_BODIES = [
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": 1}}]}]},
+    {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": 5}}]}]},
+    {"messages": [{"role": "assistant", "tool_calls": [{"id": "", "function": {}}]}]},
+    {"messages": [{"role": "tool", "tool_call_id": "c", "content": 7}]},
+    {"messages": [{"role": "user", "content": "x"}], "tools": "none"},
+    {"messages": [{"role": "user", "content": "x"}], "max_tokens": 0},
+    {"messages": [{"role": "user", "content": None}]},
+    {"messages": [{"role": None}]},
+    {"messages": [[]]},
+    {"messages": {}},
+]
+
+
+@pytest.mark.parametrize("body", ODD_BODIES)
+async def test_every_body_it_cannot_read_is_a_400_never_a_500(served: Any, body: Any) -> None:
+    server, seen = served
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(f"{server.base_url}/chat/completions", json=body) as response,
+    ):
+        assert response.status == 400, await response.text()
+        error = (await response.json())["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "Traceback" not in error["message"]
+    assert seen == []
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", "application/x-www-form-urlencoded", ""])
+async def test_only_json_is_taken(served: Any, content_type: str) -> None:
+    """A page can post text/plain to 127.0.0.1 without asking first: such a body is refused."""
+    server, seen = served
+    body = json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode()
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{server.base_url}/chat/completions",
+            data=body,
+            headers={"Content-Type": content_type} if content_type else {},
+            skip_auto_headers=["Content-Type"],
+        ) as response,
+    ):
+        assert response.status == 415
+        assert (await response.json())["error"]["message"].startswith("send JSON")
+    assert seen == []
+
+
+async def test_a_conversation_as_large_as_hosted_endpoints_take_is_read() -> None:
+    """Five megabytes of conversation (an agent's follow-up carries all of it) is answered; a
+    body over the limit is refused naming it."""
+    big = {"messages": [{"role": "user", "content": "x" * (5 * 1024 * 1024)}]}
+    async with (
+        ModelServer(FunctionModel(lambda request: "read")) as server,
+        aiohttp.ClientSession() as session,
+    ):
+        url = f"{server.base_url}/chat/completions"
+        async with session.post(
+            url, data=io.BytesIO(json.dumps(big).encode()), headers=JSON
+        ) as response:
+            assert response.status == 200
+            answer = await response.json()
+        assert answer["choices"][0]["message"]["content"] == "read"
+        huge = b'{"messages": "' + b"x" * (ModelServer.max_body_bytes + 1) + b'"}'
+        async with session.post(url, data=io.BytesIO(huge), headers=JSON) as response:
+            assert response.status == 413
+            message = (await response.json())["error"]["message"]
+    assert (
+        message == f"the body is over this endpoint's limit of {ModelServer.max_body_bytes} bytes"
+    )
+
+
+async def test_the_test_model_fills_arguments_within_bounds() -> None:
+    """A few hundred bytes of schema cannot make the default model build a huge answer."""
+    nested: dict[str, Any] = {"type": "string", "minLength": 10**9}
+    for _ in range(5):
+        nested = {"type": "array", "minItems": 100, "items": nested}
+    schema = {"type": "object", "properties": {"x": nested}, "required": ["x"]}
+    body = {
+        "messages": [{"role": "user", "content": "go"}],
+        "tools": [{"type": "function", "function": {"name": "t", "parameters": schema}}],
+    }
+    async with ModelServer() as server, aiohttp.ClientSession() as session:
+        url = f"{server.base_url}/chat/completions"
+        async with session.post(url, json=body) as response:
+            assert response.status == 200
+            raw = await response.read()
+    assert len(raw) < 2_000_000
+    [called] = json.loads(raw)["choices"][0]["message"]["tool_calls"]
+    assert called["function"]["name"] == "t"
+
+
+def test_a_function_model_keeps_only_its_latest_requests() -> None:
+    model = FunctionModel(lambda request: "ok")
+    model.max_kept_requests = 3
+
+    async def ask(text: str) -> None:
+        request = ModelRequest(messages=(UserMessage([TextBlock(text)]),))
+        async for _ in model.stream(request):
+            pass
+
+    async def ask_all() -> None:
+        for n in range(5):
+            await ask(str(n))
+
+    asyncio.run(ask_all())
+    kept = [request.messages[0].content[0].text for request in model.requests]  # type: ignore[union-attr]
+    assert kept == ["2", "3", "4"]
 
 
 async def test_the_providers_errors_come_back_as_the_same_kinds(served: Any) -> None:
