@@ -112,6 +112,15 @@ def check_server(server: ServerConfig) -> list[str]:
             "public_url must be an absolute http(s) URL without query or fragment "
             "@ $.server.public_url"
         )
+    elif server.inspection and server.public_url and not is_loopback(server.public_url):
+        # A reverse proxy on this machine makes every client look like 127.0.0.1, so the
+        # endpoint's own loopback check would let the whole world in.
+        problems.append(
+            "inspection serves a development console on this machine only: [server] "
+            f"public_url must be a loopback address too, not {server.public_url!r} (a reverse "
+            "proxy here makes every client look local); turn inspection off to serve behind "
+            "one @ $.server.inspection"
+        )
     return problems
 
 

@@ -214,6 +214,40 @@ gateway_origins = ["http://127.0.0.1:9000"]
     assert "loopback" in message
 
 
+@pytest.mark.parametrize(
+    ("public_url", "refused"),
+    [
+        ("https://agent.example.com", True),
+        ("http://10.0.0.5:8080", True),
+        ("http://127.0.0.1:8080", False),
+        ("http://localhost:8080/agent", False),
+    ],
+)
+def test_inspection_behind_a_public_url_is_a_config_error(
+    public_url: str, refused: bool, tmp_path: Path
+) -> None:
+    """Behind a reverse proxy on this machine every client's address is 127.0.0.1, so the
+    endpoint's loopback check cannot tell: the public URL must be loopback too."""
+    source = tmp_path / "looping.toml"
+    text = f"""
+[server]
+host = "127.0.0.1"
+public_url = "{public_url}"
+inspection = true
+[security]
+signing_key = "env:KEY"
+gateway_origins = ["http://127.0.0.1:9000"]
+"""
+    if not refused:
+        assert parse_config(text, source=str(source)).server.inspection
+        return
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text, source=str(source))
+    message = str(raised.value)
+    assert "public_url must be a loopback address too" in message
+    assert "$.server.inspection" in message
+
+
 @pytest.mark.parametrize("key", ["rpc_path", "rest_path"])
 def test_the_inspection_path_is_kept_from_the_bindings(key: str, tmp_path: Path) -> None:
     text = f"""
