@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
 import click
 
+from looping_core.a2a import load_signing_key
 from looping_core.cli._common import (
     clean_errors,
     config_option,
@@ -24,10 +26,12 @@ from looping_core.store.internal import (
     Database,
     StoreError,
     adopt_node,
+    check_sealed_secrets,
     connection_problem,
     migration_status,
     nothing_applied,
     plugin_versions,
+    seal_again,
     upgrade,
 )
 
@@ -128,6 +132,33 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
     )
     if tasks:
         click.echo("restart this node's server to resume or fail those turns (on_restart)")
+
+
+@db.command("rotate-secrets")
+@config_option
+@clean_errors
+def db_rotate_secrets(config_path: Path | None) -> None:
+    """Seal push configs' secrets again with the current key ([store] secrets_key, or the
+    signing key's): those sealed with a key in [store] previous_secrets_keys, and any an older
+    release kept in clear. Values stay readable throughout; `looping serve` does the same when
+    it starts."""
+    config = load_config(resolve_config_path(config_path))
+    if no_database_yet(config):
+        click.echo("no database yet: nothing to seal")
+        return
+    if on_store(config, migration_status).pending:
+        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    environ = dict(os.environ)
+    secrets = server.push_secrets(
+        config, load_signing_key(config.security.signing_key, environ), environ
+    )
+    database = Database.from_url(config.store.location())
+    try:
+        database.run_sync(check_sealed_secrets, database, secrets)
+        sealed = database.run_sync(seal_again, database, secrets)
+    finally:
+        database.close()
+    click.echo(f"sealed the secrets of {sealed} push config(s) with key {secrets.current_id}")
 
 
 @db.command("prune")

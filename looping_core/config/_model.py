@@ -174,6 +174,12 @@ class StoreConfig:
     URL with a password is a secret: write `url = "env:DATABASE_URL"` and put it there."""
 
     url: str = "sqlite:///looping.db"
+    secrets_key: SecretRef | None = None
+    """What seals push configs' token and credentials at rest: a secret of at least 32
+    characters. None: a key derived from the agent's signing key (nothing to set up)."""
+    previous_secrets_keys: tuple[SecretRef, ...] = ()
+    """Keys values may still be sealed with, during a rotation: earlier `secrets_key` values,
+    or an earlier signing key (its private JWK) when none was set."""
 
     def location(self, environ: Mapping[str, str] | None = None) -> str:
         """The URL to open: `url`, or the value of the variable `env:NAME` names (read now)."""

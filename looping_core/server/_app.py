@@ -42,11 +42,14 @@ from looping_core.server._startup import Startup, assemble
 from looping_core.server._streams import EventHub
 from looping_core.store.internal import (
     Database,
+    PushSecrets,
     TaskInspection,
     adopt_orphans,
     bind,
+    check_sealed_secrets,
     ensure_plugin_stores,
     raise_one_line,
+    seal_again,
     upgrade,
 )
 
@@ -182,10 +185,20 @@ def prepare_store(startup: Startup, workers: int) -> None:
     try:
         stores = _plugin_stores(startup.plugins)
         database.run_sync(_prepare, database, stores, node, workers, engine)
+        database.run_sync(_seal_push_secrets, database, startup.push_secrets)
     except Exception as exc:
         raise_one_line(exc)
     finally:
         database.close()
+
+
+def _seal_push_secrets(database: Database, secrets: PushSecrets) -> None:
+    """Refuse to start when push configs are sealed with a key this server lacks; seal with the
+    current key those sealed with a previous one or kept in clear by an older release."""
+    check_sealed_secrets(database, secrets)
+    sealed = seal_again(database, secrets)
+    if sealed:
+        _log.info("sealed the secrets of %d push config(s) with the current key", sealed)
 
 
 def _plugin_stores(plugins: PluginHost) -> list[PluginStore]:

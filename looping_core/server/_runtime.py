@@ -85,7 +85,7 @@ async def open_runtime(
         from looping_core.runner.internal import EngineHooks  # noqa: PLC0415 - postgres extra
 
         hooks = EngineHooks()
-    store = TaskStore(database, node=node, worker=worker, jobs=hooks)
+    store = TaskStore(database, node=node, worker=worker, jobs=hooks, secrets=startup.push_secrets)
     async with aiohttp.ClientSession() as session:
         deliverer = PushDeliverer(store, session, startup.signer, config.push)
         turns = TurnDriver(

@@ -8,7 +8,9 @@ plugins' secrets, the models' API keys) is resolved against the one mapping the 
 
 from __future__ import annotations
 
+import base64
 import functools
+import json
 import logging
 import os
 import socket
@@ -26,12 +28,12 @@ from looping_core.agent import (
 )
 from looping_core.agent.internal import builtin_model_providers, chat_models, load_agent_class
 from looping_core.config import Config
-from looping_core.contract import ModelProvider
+from looping_core.contract import ModelProvider, SecretRef
 from looping_core.errors import LoopingError, ProblemsError, problem_list
 from looping_core.plugins import PluginHost
 from looping_core.server._edge import push_signer
 from looping_core.server._telemetry import telemetry_problems
-from looping_core.store.internal import StoreError, store_url_problem
+from looping_core.store.internal import PushSecrets, StoreError, store_url_problem
 
 __all__ = [
     "LOCAL_NODE",
@@ -59,6 +61,8 @@ class Startup:
     environ: Mapping[str, str]
     """The environment every secret was read from (read once)."""
     signing_key: SigningKey
+    push_secrets: PushSecrets
+    """What seals push configs' secrets in the store (`push_secrets`)."""
     plugins: PluginHost
     tenant_plugins: Mapping[str, PluginHost]
     agents: Mapping[str, Agent]
@@ -95,6 +99,50 @@ class StartupProblems(ProblemsError):
         super().__init__(problem_list("startup", self.problems))
 
 
+def signing_key_material(key: SigningKey) -> bytes:
+    """The signing key's private bytes (the JWK's `d`), the default key material for push
+    secrets: never used as is, only through the store's key derivation."""
+    private = str(key.key.as_dict(private=True)["d"])
+    return base64.urlsafe_b64decode(private + "=" * (-len(private) % 4))
+
+
+def push_secrets(
+    config: Config, signing_key: SigningKey, environ: Mapping[str, str]
+) -> PushSecrets:
+    """The keys for push configs' secrets: `[store] secrets_key`, or one derived from the signing
+    key; with `[store] previous_secrets_keys` to open older values. A `LoopingError` naming the
+    key when one is unset or too short."""
+
+    def material(ref: SecretRef, where: str) -> bytes:
+        if not ref.is_set(environ):
+            raise LoopingError(
+                f"{where} is read from the environment variable {ref.env}, which is not set; "
+                f"export it before starting @ $.store.{where.rsplit('] ', maxsplit=1)[-1]}"
+            )
+        text = ref.value(environ)
+        try:
+            return signing_key_material(SigningKey.from_jwk(json.loads(text)))
+        except (ValueError, TypeError, AttributeError, LoopingError):
+            pass  # not a JWK: a secret of its own
+        if len(text) < 32:
+            raise LoopingError(
+                f"{where} ({ref.env}) must be at least 32 characters; make one with "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return text.encode()
+
+    store = config.store
+    current = (
+        material(store.secrets_key, "[store] secrets_key")
+        if store.secrets_key is not None
+        else signing_key_material(signing_key)
+    )
+    previous = [
+        material(ref, "[store] previous_secrets_keys") for ref in store.previous_secrets_keys
+    ]
+    return PushSecrets(current, previous)
+
+
 def check_startup(
     config: Config,
     *,
@@ -115,6 +163,12 @@ def check_startup(
         key = load_signing_key(config.security.signing_key, env)
     except SigningKeyError as exc:
         failures.append((exc, [f"{exc} @ $.security.signing_key"]))
+    secrets: PushSecrets | None = None
+    if key is not None:
+        try:
+            secrets = push_secrets(config, key, env)
+        except LoopingError as exc:
+            failures.append((exc, [str(exc)]))
     store_url = ""
     try:
         store_url = config.store.location(env)
@@ -138,12 +192,13 @@ def check_startup(
     except LoopingError as exc:
         lines = exc.problem_lines() if isinstance(exc, ProblemsError) else [str(exc)]
         failures.append((exc, lines))
-    if failures or key is None or host is None:
+    if failures or key is None or host is None or secrets is None:
         return None, failures
     startup = Startup(
         config=config,
         environ=env,
         signing_key=key,
+        push_secrets=secrets,
         plugins=host,
         tenant_plugins=tenant_plugins,
         agents=agents,

@@ -22,7 +22,15 @@ from looping_core.plugins import PluginHost
 from looping_core.server._runtime import open_runtime
 from looping_core.server._serving import ServeError, event_loop_factory
 from looping_core.server._startup import Startup, assemble
-from looping_core.store.internal import Database, bind, migration_status, raise_one_line
+from looping_core.store.internal import (
+    Database,
+    PushSecrets,
+    SecretsUnreadable,
+    bind,
+    check_sealed_secrets,
+    migration_status,
+    raise_one_line,
+)
 
 __all__ = ["run_worker"]
 
@@ -65,7 +73,7 @@ async def _work(startup: Startup, queues: Sequence[str] | None) -> None:
     config = startup.config
     database = Database.from_url(startup.store_url)
     try:
-        await _check_store(database)
+        await _check_store(database, startup.push_secrets)
         async with open_runtime(
             startup, database, node=startup.node, worker=0, run_jobs=True,
             queues=queues,
@@ -97,8 +105,9 @@ def _stop(stopping: asyncio.Event, signum: int) -> None:
     stopping.set()
 
 
-async def _check_store(database: Database) -> None:
-    """The store answers, its migrations and the job engine's tables are current."""
+async def _check_store(database: Database, secrets: PushSecrets) -> None:
+    """The store answers, its migrations and the job engine's tables are current, and every
+    push config's secrets open with this worker's keys."""
     from looping_core.runner.internal import engine_schema  # noqa: PLC0415 - postgres extra
 
     def look() -> tuple[int, bool]:
@@ -116,3 +125,7 @@ async def _check_store(database: Database) -> None:
             "the store is not up to date (core migrations or the job engine's tables); run "
             "`looping db upgrade` (or start `looping serve`) first: a worker never migrates"
         )
+    try:
+        await database.run_alone(check_sealed_secrets, database, secrets)
+    except SecretsUnreadable as exc:
+        raise ServeError(str(exc)) from None

@@ -14,6 +14,7 @@ from looping_core.server._startup import (
     assemble,
     check_startup,
     node_of,
+    push_secrets,
     tenant_models,
 )
 from looping_core.server._worker import run_worker
@@ -35,6 +36,7 @@ __all__ = [
     "listen",
     "node_of",
     "prepare_store",
+    "push_secrets",
     "run_worker",
     "serve",
     "tenant_models",

@@ -123,6 +123,12 @@ def _reply_in_status(db: peewee.Database) -> None:
         )
 
 
+def _sealed_push_secrets(db: peewee.Database) -> None:
+    """Push configs say which key their secrets are sealed with."""
+    if "secrets_key" not in {column.name for column in db.get_columns("push_configs")}:
+        db.execute_sql("ALTER TABLE push_configs ADD COLUMN secrets_key TEXT")  # type: ignore[no-untyped-call]
+
+
 SERVED_BY_ANOTHER_INDEX = (
     "artifacts_task_id",
     "task_events_task_id",
@@ -153,6 +159,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(8, "trace context of queued pushes", _push_traces),
     Migration(9, "a finished turn's reply kept as its status message", _reply_in_status),
     Migration(10, "indexes another index already serves, dropped", _single_column_indexes),
+    Migration(11, "push configs' secrets sealed at rest, by key", _sealed_push_secrets),
 )
 
 

@@ -137,6 +137,8 @@ class PushConfigRow(_Base):
     )  # the unique (task, config_id) index serves it
     config_id = peewee.TextField()
     body = peewee.TextField()
+    secrets_key = peewee.TextField(null=True)
+    """The id of the key its token and credentials are sealed with (`None`: none to seal)."""
 
     class Meta:
         table_name = "push_configs"

@@ -15,7 +15,9 @@ import attrs
 from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a.internal import printable, undeliverable_reason
+from looping_core.store._push_configs import opened_settings
 from looping_core.store._rows import Head, StoreBase, now_us
+from looping_core.store._secrets import SecretsUnreadable
 
 __all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
 
@@ -85,7 +87,11 @@ class Outbox(StoreBase):
         for raw_config_id, config in configs:
             settings = json.loads(config)
             config_id, url = printable(raw_config_id), printable(settings.get("url", ""))
-            problems = _undeliverable(settings)
+            try:
+                settings = opened_settings(self._secrets, task_id, raw_config_id, settings)
+                problems = _undeliverable(settings)
+            except SecretsUnreadable as exc:
+                problems = str(exc)
             jti = str(uuid.uuid4())
             # A config the edge refuses today may have been stored by an earlier release. It is
             # queued as failed, with the reason as its one attempt, so the terminal write that
@@ -186,7 +192,8 @@ class Outbox(StoreBase):
                 self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
                 continue
             row = (row_id, task_id, config_id, jti, url, body, tries, created)
-            items.append(_item(row, json.loads(config), trace))
+            settings = opened_settings(self._secrets, task_id, config_id, json.loads(config))
+            items.append(_item(row, settings, trace))
         return items
 
     async def pending_pushes(self) -> PendingPushes:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from typing import Any
 
 import attrs
 
@@ -13,8 +14,57 @@ from looping_core.contract import Identity
 from looping_core.store._errors import PushConfigNotFound
 from looping_core.store._models import PushConfigRow, PushOutbox
 from looping_core.store._rows import StoreBase, dump
+from looping_core.store._secrets import PushSecrets
 
-__all__ = ["PushConfigs"]
+__all__ = ["PushConfigs", "opened_settings", "sealed_config", "without_secrets"]
+
+
+def without_secrets(config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+    """A config as a reader gets it: its `token` and `authentication.credentials` left out
+    (they are the caller's to send, never to read back: write-only, as A2A's next version
+    requires); the scheme stays, so a reader sees that credentials are set."""
+    authentication = config.authentication
+    if authentication is not None:
+        authentication = attrs.evolve(authentication, credentials="")
+    return attrs.evolve(config, token="", authentication=authentication)
+
+
+def _where(task_id: str, config_id: str, field: str) -> str:
+    return f"{task_id}/{config_id}/{field}"
+
+
+def sealed_config(
+    secrets: PushSecrets | None, config: TaskPushNotificationConfig
+) -> tuple[TaskPushNotificationConfig, str | None]:
+    """`config` with its secrets sealed, and the id of the key that sealed them (`None`: none
+    to seal, or no sealing)."""
+    credentials = config.authentication.credentials if config.authentication else ""
+    if secrets is None or not (config.token or credentials):
+        return config, None
+    task_id, config_id = config.task_id, config.id
+    authentication = config.authentication
+    if authentication is not None:
+        where = _where(task_id, config_id, "credentials")
+        authentication = attrs.evolve(authentication, credentials=secrets.seal(credentials, where))
+    token = secrets.seal(config.token, _where(task_id, config_id, "token"))
+    return attrs.evolve(config, token=token, authentication=authentication), secrets.current_id
+
+
+def opened_settings(
+    secrets: PushSecrets | None, task_id: str, config_id: str, settings: dict[str, Any]
+) -> dict[str, Any]:
+    """A stored config's JSON with its secrets opened, to deliver a push (`SecretsUnreadable`
+    when this server lacks their key)."""
+    if secrets is None:
+        return settings
+    opened = dict(settings)
+    if opened.get("token"):
+        opened["token"] = secrets.open(opened["token"], _where(task_id, config_id, "token"))
+    auth = opened.get("authentication")
+    if isinstance(auth, dict) and auth.get("credentials"):
+        where = _where(task_id, config_id, "credentials")
+        opened["authentication"] = {**auth, "credentials": secrets.open(auth["credentials"], where)}
+    return opened
 
 
 class PushConfigs(StoreBase):
@@ -32,10 +82,12 @@ class PushConfigs(StoreBase):
         self, task_id: str, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
         stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid.uuid4()), tenant="")
+        sealed, key_id = sealed_config(self._secrets, stored)
         self._sql(
-            "INSERT INTO push_configs (task_id, config_id, body) VALUES (?, ?, ?)"
-            " ON CONFLICT (task_id, config_id) DO UPDATE SET body = excluded.body",
-            (task_id, stored.id, dump(stored)),
+            "INSERT INTO push_configs (task_id, config_id, body, secrets_key) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT (task_id, config_id) DO UPDATE SET body = excluded.body,"
+            " secrets_key = excluded.secrets_key",
+            (task_id, stored.id, dump(sealed), key_id),
         )
         return stored
 
@@ -49,7 +101,7 @@ class PushConfigs(StoreBase):
             )
             if row is None:
                 raise PushConfigNotFound(task_id, config_id)
-            return from_wire(json.loads(row.body), TaskPushNotificationConfig)
+            return without_secrets(from_wire(json.loads(row.body), TaskPushNotificationConfig))
 
         return await self._db.run(read)
 
@@ -63,7 +115,10 @@ class PushConfigs(StoreBase):
                 .where(PushConfigRow.task == task_id)
                 .order_by(PushConfigRow.seq)
             )
-            return [from_wire(json.loads(row.body), TaskPushNotificationConfig) for row in rows]
+            return [
+                without_secrets(from_wire(json.loads(row.body), TaskPushNotificationConfig))
+                for row in rows
+            ]
 
         return await self._db.run(read)
 

@@ -26,6 +26,7 @@ from looping_core.contract import Identity
 from looping_core.store._db import Database
 from looping_core.store._errors import TaskNotFound
 from looping_core.store._jobs import JobAlreadyQueued, JobHooks
+from looping_core.store._secrets import PushSecrets
 
 __all__ = [
     "HEAD",
@@ -122,12 +123,15 @@ class StoreBase:
         node: str = "",
         worker: int = 0,
         jobs: JobHooks | None = None,
+        secrets: PushSecrets | None = None,
     ) -> None:
         """`node` and `worker` say whose turns these are: the server (`[server] node`) and its
         worker slot. Recovery and push delivery look at this owner's rows only. `jobs`: the job
         engine that runs turns and pushes, told in the transaction that makes them (none: the
-        embedded runner, told in process)."""
+        embedded runner, told in process). `secrets`: what seals push configs' token and
+        credentials at rest (the server always gives one; without, they are stored as given)."""
         self._db = database
+        self._secrets = secrets
         self._node = node
         self._worker = worker
         self._jobs = jobs

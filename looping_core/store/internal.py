@@ -31,6 +31,8 @@ from looping_core.store._outbox import OutboxItem
 from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
 from looping_core.store._rows import NON_TERMINAL, now_us
+from looping_core.store._sealing import check_sealed_secrets, seal_again
+from looping_core.store._secrets import PushSecrets, SecretsUnreadable
 from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
@@ -56,7 +58,9 @@ __all__ = [
     "PluginAccess",
     "PruneCounts",
     "PushConfigNotFound",
+    "PushSecrets",
     "RetentionPolicy",
+    "SecretsUnreadable",
     "SessionStore",
     "StoreError",
     "StoreRefusal",
@@ -73,6 +77,7 @@ __all__ = [
     "adopt_orphans",
     "bind",
     "bounded_connects",
+    "check_sealed_secrets",
     "connection_problem",
     "ensure_plugin_stores",
     "migration_status",
@@ -82,6 +87,7 @@ __all__ = [
     "plugin_versions",
     "prune",
     "raise_one_line",
+    "seal_again",
     "store_url_problem",
     "upgrade",
 ]

@@ -496,6 +496,32 @@ async def test_push_urls_must_be_on_an_allowlisted_gateway_origin(
     assert body["error"]["code"] == -32602
 
 
+async def test_push_secrets_are_sealed_in_the_database_file_and_still_delivered(
+    tmp_path: Path, gateway: FakeGateway
+) -> None:
+    """The store holds no push token or credentials in clear (the SQLite file and its WAL, read
+    as bytes), and every push still carries them: the gateway refuses a push without them."""
+    url = f"sqlite:///{tmp_path / 'sealed.db'}"
+    agent, runner = await start_agent([gateway.origin], store_url=url, extra=FAST_PUSH)
+    gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
+    try:
+        task = await send(agent, gateway, "ask")
+        await wait_state(agent, gateway, task["id"], "TASK_STATE_INPUT_REQUIRED")
+        [push] = await gateway.wait_for_pushes(1)
+        assert push.error is None  # the gateway checked the push's Authorization header
+        listed = (
+            await call(agent, gateway, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+        )["result"]["configs"]
+        assert [set(config) for config in listed] == [{"id", "taskId", "url", "authentication"}]
+    finally:
+        await agent.session.close()
+        await runner.cleanup()
+    stored = b"".join(path.read_bytes() for path in tmp_path.glob("sealed.db*"))
+    assert b'"token":"lps1.' in stored  # sealed, not left out
+    for secret in (gateway.push_token, gateway.push_credentials):
+        assert secret.encode() not in stored
+
+
 async def test_push_config_methods_and_nothing_sent_after_delete(
     agent: RunningAgent, gateway: FakeGateway
 ) -> None:
@@ -517,12 +543,22 @@ async def test_push_config_methods_and_nothing_sent_after_delete(
             agent, gateway, "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": config_id}
         )
     )["result"]
-    assert got == created
+    # Read back without its secrets (write-only): the token and the credentials are left out.
+    assert created["token"] == gateway.push_token
+    assert created["authentication"]["credentials"] == gateway.push_credentials
+    assert got == {
+        **{key: value for key, value in created.items() if key != "token"},
+        "authentication": {"scheme": "Bearer"},
+    }
     listed = (
         await call(agent, gateway, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
     )["result"]
     strict(listed, ListTaskPushNotificationConfigsResponse)
     assert len(listed["configs"]) == 2
+    assert all(
+        "token" not in config and config["authentication"] == {"scheme": "Bearer"}
+        for config in listed["configs"]
+    )
     for _ in range(2):  # idempotent
         assert (
             await call(
