@@ -46,9 +46,8 @@ def seal_again(database: Database, secrets: PushSecrets) -> int:
         rows = database.execute(
             "SELECT seq, task_id, config_id, body FROM push_configs WHERE seq > ?"
             " AND ((secrets_key IS NOT NULL AND secrets_key <> ?) OR (secrets_key IS NULL"
-            " AND (body LIKE '%\"token\"%' OR body LIKE '%\"credentials\"%')))"
-            " ORDER BY seq LIMIT ?",
-            (last, secrets.current_id, _BATCH),
+            " AND (body LIKE ? OR body LIKE ?))) ORDER BY seq LIMIT ?",
+            (last, secrets.current_id, '%"token"%', '%"credentials"%', _BATCH),
         ).fetchall()
         if not rows:
             return done
