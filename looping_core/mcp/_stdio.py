@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-import mcp.types
+import mcp_types  # the SDK's own message types (a dependency of `mcp` 2)
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
@@ -132,7 +132,7 @@ class _Reader:
         if not text.strip():
             return None
         try:
-            return SessionMessage(mcp.types.jsonrpc_message_adapter.validate_json(text))
+            return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(text))
         except ValueError:  # pydantic's ValidationError: not a JSON-RPC message
             self.skipped += 1
             if self.skipped == 1:
