@@ -282,12 +282,14 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0008  trace context of queued pushes\n"
         "applied 0009  a finished turn's reply kept as its status message\n"
         "applied 0010  indexes another index already serves, dropped\n"
+        "applied 0011  push configs' secrets sealed at rest, by key\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith(
         "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
         "  applied  0006\n  applied  0007\n  applied  0008\n  applied  0009\n  applied  0010\n"
+        "  applied  0011\n"
         "up to date\n"
     )
 
