@@ -13,6 +13,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import unused_port
 
+from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig
+from looping_core.contract import Identity
+from looping_core.store.internal import Database, PushSecrets, TaskStore, bind, upgrade
 from looping_core.testing import ed25519_private_jwk
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
@@ -292,6 +295,46 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "  applied  0011\n"
         "up to date\n"
     )
+
+
+async def test_db_rotate_secrets_seals_again_with_the_current_key(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    """A push config sealed with an old key: with it named in previous_secrets_keys, the
+    command seals it with the new one; a key the store was never sealed with is refused."""
+    old, new, other = "o" * 40, "n" * 40, "x" * 40
+    store_url = f"sqlite:///{tmp_path / 'store.db'}"
+    database = Database.from_url(store_url)
+    try:
+        await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+        store = TaskStore(database, secrets=PushSecrets(old.encode()))
+        config = TaskPushNotificationConfig(url="https://gateway.example/push", token="t" * 20)
+        identity = Identity(tenant="t", issuer="https://gw.example", subject="alice")
+        message = Message(message_id="m", role=Role.ROLE_USER, parts=(Part(text="hi"),))
+        await store.start_turn(identity, message, config)
+    finally:
+        database.close()
+    env = {
+        "A2A_SIGNING_KEY": json.dumps(ed25519_private_jwk("k")),
+        "OLD_KEY": old, "NEW_KEY": new, "OTHER_KEY": other,
+    }  # fmt: skip
+    rotating = write(
+        tmp_path / "rotating.toml",
+        f'[store]\nurl = "{store_url}"\nsecrets_key = "env:NEW_KEY"\n'
+        'previous_secrets_keys = ["env:OLD_KEY"]\n',
+    )
+    new_id = PushSecrets(new.encode()).current_id
+    done = looping_cli("db", "rotate-secrets", "--config", rotating, env=env)
+    assert done.stdout == f"sealed the secrets of 1 push config(s) with key {new_id}\n"
+    again = looping_cli("db", "rotate-secrets", "--config", rotating, env=env)
+    assert again.stdout == f"sealed the secrets of 0 push config(s) with key {new_id}\n"
+    wrong = write(
+        tmp_path / "wrong.toml", f'[store]\nurl = "{store_url}"\nsecrets_key = "env:OTHER_KEY"\n'
+    )
+    refused = looping_cli("db", "rotate-secrets", "--config", wrong, env=env)
+    assert refused.returncode == 1
+    assert f"sealed with key {new_id}, which this server does not have" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_db_adopt_takes_a_gone_nodes_unfinished_turns(looping_cli: Cli, tmp_path: Path) -> None:

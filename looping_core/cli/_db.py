@@ -26,7 +26,6 @@ from looping_core.store.internal import (
     Database,
     StoreError,
     adopt_node,
-    check_sealed_secrets,
     connection_problem,
     migration_status,
     nothing_applied,
@@ -101,6 +100,11 @@ def _engine_schema(config: Config) -> Any:
     return on_store(config, lambda db: engine_schema(db.connection()))  # type: ignore[no-untyped-call]
 
 
+def _require_migrated(config: Config) -> None:
+    if on_store(config, migration_status).pending:
+        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+
+
 @db.command("adopt")
 @click.argument("gone")
 @config_option
@@ -119,8 +123,7 @@ def db_adopt(gone: str, config_path: Path | None) -> None:
         raise LoopingError(
             f"node {gone!r} is this server's own node; its turns are recovered when it starts"
         )
-    if on_store(config, migration_status).pending:
-        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    _require_migrated(config)
     database = Database.from_url(config.store.location())
     try:
         tasks, pushes = database.run_sync(adopt_node, database, gone, node, config.server.workers)
@@ -146,15 +149,13 @@ def db_rotate_secrets(config_path: Path | None) -> None:
     if no_database_yet(config):
         click.echo("no database yet: nothing to seal")
         return
-    if on_store(config, migration_status).pending:
-        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    _require_migrated(config)
     environ = dict(os.environ)
     secrets = server.push_secrets(
         config, load_signing_key(config.security.signing_key, environ), environ
     )
     database = Database.from_url(config.store.location())
     try:
-        database.run_sync(check_sealed_secrets, database, secrets)
         sealed = database.run_sync(seal_again, database, secrets)
     finally:
         database.close()
@@ -171,8 +172,7 @@ def db_prune(config_path: Path | None) -> None:
     if no_database_yet(config):
         click.echo("no database yet: nothing to prune")
         return
-    if on_store(config, migration_status).pending:
-        raise LoopingError("the store has pending migrations; run `looping db upgrade` first")
+    _require_migrated(config)
     database = Database.from_url(config.store.location())
 
     async def pass_once() -> Any:

@@ -46,7 +46,6 @@ from looping_core.store.internal import (
     TaskInspection,
     adopt_orphans,
     bind,
-    check_sealed_secrets,
     ensure_plugin_stores,
     raise_one_line,
     seal_again,
@@ -195,7 +194,6 @@ def prepare_store(startup: Startup, workers: int) -> None:
 def _seal_push_secrets(database: Database, secrets: PushSecrets) -> None:
     """Refuse to start when push configs are sealed with a key this server lacks; seal with the
     current key those sealed with a previous one or kept in clear by an older release."""
-    check_sealed_secrets(database, secrets)
     sealed = seal_again(database, secrets)
     if sealed:
         _log.info("sealed the secrets of %d push config(s) with the current key", sealed)

@@ -39,7 +39,9 @@ def check_sealed_secrets(database: Database, secrets: PushSecrets) -> None:
 def seal_again(database: Database, secrets: PushSecrets) -> int:
     """Seal with the current key every push config sealed with another, or holding secrets in
     clear; how many were sealed again. In batches, each its own transaction, so values sealed
-    with an old key stay readable until their row is rewritten."""
+    with an old key stay readable until their row is rewritten. First `check_sealed_secrets`:
+    nothing is rewritten while some value cannot be opened."""
+    check_sealed_secrets(database, secrets)
     done = 0
     last = 0
     while True:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -38,24 +38,6 @@ MAX_SCHEMA_DEPTH = 64
 
 MAX_NAMED = 10
 """How many of a call's argument problems are named (every one, up to this)."""
-
-# Keywords whose subschemas apply to the same value (a cycle through them never ends), and those
-# that move into a part of it (a cycle through them ends with the arguments' own depth).
-_SAME_VALUE_ONE = ("not", "if", "then", "else")
-_SAME_VALUE_MANY = ("allOf", "anyOf", "oneOf")
-_SAME_VALUE_MAP = ("dependentSchemas",)
-_INNER_ONE = (
-    "items",
-    "additionalItems",
-    "contains",
-    "additionalProperties",
-    "propertyNames",
-    "unevaluatedItems",
-    "unevaluatedProperties",
-)
-_INNER_MANY = ("prefixItems",)
-_INNER_MAP = ("properties", "patternProperties")
-_DEFINITIONS = ("$defs", "definitions")
 
 
 class SchemaUnusable(Exception):
@@ -241,36 +223,50 @@ def _has_cycle(edges: Mapping[int, list[int]]) -> bool:
     return False
 
 
-def _subschemas(schema: Mapping[str, Any]) -> Iterator[tuple[Any, bool]]:
-    """Each subschema, and whether it applies to a part of the value (not the value itself)."""
-    for keyword in _SAME_VALUE_ONE:
-        if keyword in schema:
-            yield schema[keyword], False
-    for keyword in _SAME_VALUE_MANY:
-        for inner in _listed(schema.get(keyword)):
-            yield inner, False
-    for keyword in _SAME_VALUE_MAP:
-        for inner in _mapped(schema.get(keyword)):
-            yield inner, False
-    for keyword in _INNER_ONE:
-        if keyword in schema:
-            value = schema[keyword]
-            for inner in _listed(value) if isinstance(value, list) else [value]:
-                yield inner, True
-    for keyword in _INNER_MANY:
-        for inner in _listed(schema.get(keyword)):
-            yield inner, True
-    for keyword in _INNER_MAP:
-        for inner in _mapped(schema.get(keyword)):
-            yield inner, True
-    for keyword in _DEFINITIONS:
-        for inner in _mapped(schema.get(keyword)):
-            yield inner, True  # followed on their own: a loop is found where it is used
+def _one(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]  # draft 7's `items` may be a list
 
 
-def _listed(value: Any) -> list[Any]:
+def _many(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
 def _mapped(value: Any) -> list[Any]:
     return list(value.values()) if isinstance(value, dict) else []
+
+
+_ONE_INSIDE = (
+    "items",
+    "additionalItems",
+    "contains",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+)
+
+_SAME_VALUE: Mapping[str, Callable[[Any], list[Any]]] = {
+    **dict.fromkeys(("not", "if", "then", "else"), _one),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf"), _many),
+    "dependentSchemas": _mapped,
+}
+"""Keywords whose subschemas apply to the value itself: a cycle through them never ends."""
+
+_INTO_VALUE: Mapping[str, Callable[[Any], list[Any]]] = {
+    **dict.fromkeys(_ONE_INSIDE, _one),
+    "prefixItems": _many,
+    **dict.fromkeys(("properties", "patternProperties"), _mapped),
+    # Definitions are followed on their own: a loop through one is found where it is used.
+    **dict.fromkeys(("$defs", "definitions"), _mapped),
+}
+"""Keywords whose subschemas apply to a part of the value: a cycle through them ends with the
+arguments' own depth."""
+
+
+def _subschemas(schema: Mapping[str, Any]) -> Iterator[tuple[Any, bool]]:
+    """Each subschema, and whether it applies to a part of the value (not the value itself)."""
+    for table, moves in ((_SAME_VALUE, False), (_INTO_VALUE, True)):
+        for keyword, inner in table.items():
+            if keyword in schema:
+                for each in inner(schema[keyword]):
+                    yield each, moves

@@ -301,3 +301,22 @@ async def test_an_agent_that_does_not_answer_is_named_not_a_500() -> None:
     for status, answer in answers:
         assert status == 502
         assert answer["error"].startswith("the agent at http://127.0.0.1:9/a2a does not answer")
+
+
+@pytest.mark.parametrize("cursor", ["1\r\nX-Injected: 1", "-1", "abc", 1.5, True, "9" * 19])
+async def test_a_cursor_that_is_not_an_event_number_is_refused_before_any_call(
+    cursor: Any,
+) -> None:
+    """A CR or LF in `lastEventId` would split the header it is sent in (it was a 500): it is
+    the page's mistake, a 400, and nothing is called (the agent here would answer 502)."""
+    async with ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway:
+        gateway.target = ConsoleTarget(
+            endpoint="http://127.0.0.1:9/a2a",  # the discard port: a call would be a 502
+            inspection_url="http://127.0.0.1:9/_looping/inspect",
+            tenants=("alice",),
+        )
+        body = {"tenant": "alice", "taskId": "t-1"}
+        refused = await api(gateway, "subscribe", {**body, "lastEventId": cursor})
+        called = await api(gateway, "subscribe", {**body, "lastEventId": "12"})
+    assert refused == (400, {"error": "lastEventId must be an event number (digits only)"})
+    assert called[0] == 502  # a good cursor goes on to the agent

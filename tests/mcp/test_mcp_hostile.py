@@ -8,6 +8,7 @@ closed to make room; and a URL's secrets stay out of the logs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -58,14 +59,20 @@ def problems_of(settings: Mapping[str, Any]) -> list[str]:
 
 
 def family_of(settings: Mapping[str, Any]) -> ToolFamily:
-    config = McpServerConfig(
-        **{
-            **settings,
-            "args": tuple(settings["args"]),
-        }
-    )
+    config = McpServerConfig(**{**settings, "args": tuple(settings["args"])})
     [built] = tool_families(McpConfig({"bad": config}))
     return built
+
+
+@contextlib.asynccontextmanager
+async def opened(settings: Mapping[str, Any]) -> AsyncIterator[ToolFamily]:
+    """The family of `settings`, closed (its servers stopped) at the end."""
+    built = family_of(settings)
+    try:
+        yield built
+    finally:
+        assert built.aclose is not None
+        await built.aclose()
 
 
 @pytest.fixture
@@ -140,9 +147,8 @@ def plain(tmp_path: Path) -> dict[str, Any]:
 async def test_bytes_that_are_not_utf8_break_the_connection_and_the_next_call_reconnects(
     plain: dict[str, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    built = family_of(plain)
-    tools = tools_of(built)
-    try:
+    async with opened(plain) as built:
+        tools = tools_of(built)
         assert await call(tools["echo"], {"text": "one"}) == [TextBlock("one")]
         first = {path.name for path in tmp_path.glob("pid-*")}
         caplog.clear()
@@ -157,39 +163,27 @@ async def test_bytes_that_are_not_utf8_break_the_connection_and_the_next_call_re
         assert all(r.exc_info is None for r in said)  # no traceback
         assert await call(tools["echo"], {"text": "two"}) == [TextBlock("two")]
         assert len({path.name for path in tmp_path.glob("pid-*")} - first) == 1  # reconnected
-    finally:
-        assert built.aclose is not None
-        await built.aclose()
 
 
 async def test_a_line_over_the_cap_breaks_the_connection_before_it_is_held_whole(
     plain: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    built = family_of(plain)
-    tools = tools_of(built)
-    try:
+    async with opened(plain) as built:
+        tools = tools_of(built)
         with pytest.raises(ToolError) as broke:
             await asyncio.wait_for(call(tools["huge_line"], {}), timeout=20)
         assert broke.value.message == "the MCP server's connection broke during the call"
         assert "it sent a message over 1048576 bytes" in caplog.text
         assert await call(tools["echo"], {"text": "again"}) == [TextBlock("again")]
-    finally:
-        assert built.aclose is not None
-        await built.aclose()
 
 
 async def test_lines_that_are_not_messages_are_skipped_with_one_warning(
     plain: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    built = family_of(plain)
-    tools = tools_of(built)
-    try:
+    async with opened(plain) as built:
         caplog.set_level(logging.INFO, logger="looping_core.mcp")
         for _ in range(3):
-            assert await call(tools["garbage"], {}) == [TextBlock("after garbage")]
-    finally:
-        assert built.aclose is not None
-        await built.aclose()
+            assert await call(tools_of(built)["garbage"], {}) == [TextBlock("after garbage")]
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert [r.getMessage() for r in warnings] == [
         "MCP server 'bad' wrote a line to stdout that is not a JSON-RPC message; it is skipped, "
@@ -200,14 +194,11 @@ async def test_lines_that_are_not_messages_are_skipped_with_one_warning(
 
 
 async def test_a_result_over_the_limit_is_cut_with_a_note(plain: dict[str, Any]) -> None:
-    built = family_of({**plain, "env": {**plain["env"], "HOSTILE_RESULT_BYTES": "500000"}})
-    try:
+    settings = {**plain, "env": {**plain["env"], "HOSTILE_RESULT_BYTES": "500000"}}
+    async with opened(settings) as built:
         [cut, note] = await call(tools_of(built)["huge_result"], {})
-        assert cut == TextBlock("y" * 1000)
-        assert note == TextBlock("[result cut: 500000 bytes, over the limit of 1000]")
-    finally:
-        assert built.aclose is not None
-        await built.aclose()
+    assert cut == TextBlock("y" * 1000)
+    assert note == TextBlock("[result cut: 500000 bytes, over the limit of 1000]")
 
 
 # -- listing and names --------------------------------------------------------------------------

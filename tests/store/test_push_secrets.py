@@ -72,7 +72,7 @@ async def test_secrets_are_sealed_never_read_back_and_opened_to_deliver(database
     assert await delivered(store, task.id) == (TOKEN, ("Bearer", CREDENTIALS))
 
 
-async def test_a_sealed_value_moved_to_another_row_does_not_open(database: Database) -> None:
+def test_a_sealed_value_moved_to_another_row_does_not_open() -> None:
     secrets = PushSecrets(NEW)
     sealed = secrets.seal(TOKEN, "task-1/config-1/token")
     assert secrets.open(sealed, "task-1/config-1/token") == TOKEN
