@@ -16,7 +16,7 @@
 - **Finishing.** A job is finished in the transaction of its last write, with procrastinate's
   own finish statement (`EngineHooks.job_done`): a turn's end that queues no push, or else the
   record of its last push's attempt; a push job's attempt unless it must run again. The
-  worker's finish after the job returns is then skipped (`_JobManager`): one commit less per
+  worker's finish after the job returns is then skipped (`JobManager`): one commit less per
   job, and never work recorded under a job still `doing`. A crash before that commit has the
   job run again, as before.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
@@ -44,56 +44,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from datetime import UTC, datetime, timedelta
+from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import procrastinate
 import procrastinate.manager
 import procrastinate.worker
-import psycopg_pool
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
-from procrastinate import sql as engine_sql
 from procrastinate.job_context import AbortReason
-from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core import _metrics
-from looping_core.a2a import TaskState
 from looping_core.config import RetentionConfig, RunnerConfig
 from looping_core.runner._delivery import PushDeliverer
+from looping_core.runner._engine_jobs import (
+    PRUNE_TASK,
+    PUSH_QUEUE,
+    PUSH_TASK,
+    QUEUES,
+    SWEEP_QUEUE,
+    SWEEP_TASK,
+    TURN_QUEUE,
+    TURN_TASK,
+    JobManager,
+    RetryLater,
+    RetryWhenAsked,
+    Worker,
+    connection_pool,
+)
 from looping_core.runner._engine_schema import refresh_jobs_statistics
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import (
     Database,
-    JobAlreadyQueued,
     OutboxItem,
     StoreUnavailable,
     TaskStore,
     bounded_connects,
 )
 
-__all__ = [
-    "PUSH_QUEUE",
-    "QUEUES",
-    "TURN_QUEUE",
-    "EngineHooks",
-    "JobEngine",
-    "RetryLater",
-    "queue_orphans",
-]
+__all__ = ["JobEngine"]
 
 _log = logging.getLogger("looping_core.runner")
 
-TURN_TASK = "looping.run_turn"
-PUSH_TASK = "looping.deliver_push"
-SWEEP_TASK = "looping.retry_stalled_jobs"
-PRUNE_TASK = "looping.prune"
-TURN_QUEUE = "looping-turns"
-PUSH_QUEUE = "looping-pushes"
-SWEEP_QUEUE = "looping-sweeps"
-QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
 FETCH_SECONDS = 1.0
 OTHER_JOB_SLOTS = 8
 """Push deliveries (and sweeps) a process runs at once, beside its turns."""
@@ -124,177 +117,6 @@ def _one_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else type(error).__name__
 
 
-class _Worker(procrastinate.worker.Worker):
-    """procrastinate's worker, telling `on_stop` the moment it decides to stop (its store went
-    away, say), not when its shutdown is over: readiness must not say "running" meanwhile. A
-    worker stops two ways: `stop` (a side task such as its listener failed), or a fetch that
-    raises, after which it drains its running jobs (up to the grace) before `run` raises."""
-
-    def __init__(self, *, on_stop: Callable[[], None], **options: Any) -> None:
-        super().__init__(**options)
-        self._on_stop = on_stop
-
-    def stop(self) -> None:
-        self._on_stop()
-        super().stop()  # type: ignore[no-untyped-call]
-
-    async def _fetch_and_process_jobs(self) -> None:
-        # procrastinate's own fetch loop (3.8 and later; the floors run that release): no
-        # public hook says that a fetch failed, and the worker fetches nothing after one.
-        try:
-            await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
-        except Exception:
-            self._on_stop()
-            raise
-
-
-def _pool(**options: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
-    """procrastinate's connection pool, with a check before each connection it lends that costs
-    no round trip (`_still_connected`) instead of the empty query procrastinate asks for: that
-    query was a quarter of the engine's round trips, two per turn (the fetch's, the finish's)."""
-    return psycopg_pool.AsyncConnectionPool(**{**options, "check": _still_connected})
-
-
-async def _still_connected(connection: Any) -> None:
-    """Raise for a connection the server has closed (a restart, an outage, an administrator),
-    so the pool opens another instead of lending it. It reads what the socket holds without
-    waiting: the server's goodbye first, then the closed socket. A connection cut off without
-    a word from the server is found by its first query, as with any check."""
-    for _ in range(2):
-        connection.pgconn.consume_input()
-
-
-class RetryLater(Exception):
-    """Run this job again in `seconds` (a push to try again, a turn cut off by a shutdown)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"run again in {seconds:.3f} s")
-        self.seconds = max(0.0, seconds)
-
-
-class _RetryWhenAsked(BaseRetryStrategy):
-    """Jobs are run again only when they say so (`RetryLater`); every other failure is final."""
-
-    def get_retry_decision(
-        self, *, exception: BaseException, job: engine_jobs.Job
-    ) -> RetryDecision | None:
-        if isinstance(exception, RetryLater):
-            return RetryDecision(retry_at=datetime.now(UTC) + timedelta(seconds=exception.seconds))
-        return None
-
-
-class EngineHooks:
-    """Defers jobs on the store's connection, inside its transaction (the store's `JobHooks`),
-    through procrastinate's public `configure_task(..., connection=)` (3.8 and later)."""
-
-    def __init__(self) -> None:
-        # Never opened: every defer goes through the connection it is given.
-        self._app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
-
-    def turn_queued(self, connection: Any, task_id: str) -> None:
-        deferrer = self._app.configure_task(
-            TURN_TASK, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id,
-            connection=connection,
-        )  # fmt: skip
-        try:
-            deferrer.defer(task_id=task_id)
-        except engine_errors.AlreadyEnqueued:
-            raise JobAlreadyQueued(task_id) from None
-
-    def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
-        when = None if at is None else datetime.fromtimestamp(at / 1_000_000, UTC)
-        deferrer = self._app.configure_task(
-            PUSH_TASK, queue=PUSH_QUEUE, connection=connection, schedule_at=when
-        )
-        deferrer.defer(outbox_id=outbox_id)
-
-    def job_done(self, connection: Any, job_id: int) -> None:
-        # procrastinate's own finish, the statement its worker runs after a job returns (taken
-        # from the installed release, so it follows its schema), with what the worker would
-        # pass: succeeded, and deleted (`delete_jobs="successful"`).
-        connection.execute(
-            engine_sql.queries["finish_job"],
-            {"job_id": job_id, "status": engine_jobs.Status.SUCCEEDED.value, "delete_job": True},
-        )
-
-
-class _JobManager(procrastinate.manager.JobManager):
-    """procrastinate's job manager, leaving alone the jobs that finished in the transaction of
-    their own last write (`EngineHooks.job_done`): its worker finishes every job that returns,
-    and a job deleted already would make that finish fail."""
-
-    def __init__(self, connector: Any) -> None:
-        super().__init__(connector)
-        self.ended: set[int] = set()
-        """Jobs whose last write, finishing them, committed: nothing left to do."""
-        self.ending: set[int] = set()
-        """Jobs whose last write was asked for but never answered (a shutdown canceled the
-        wait): finished here unless that write committed."""
-
-    async def finish_job(
-        self, job: engine_jobs.Job, status: engine_jobs.Status, delete_job: bool
-    ) -> None:
-        job_id = job.id
-        if job_id in self.ended:
-            self.ended.discard(job_id)
-            return
-        if job_id in self.ending:
-            self.ending.discard(job_id)
-            # Not known to have committed: finish it, unless it was (then it is gone).
-            await self._unless_gone(job, super().finish_job(job, status, delete_job))
-            return
-        await super().finish_job(job, status, delete_job)
-
-    async def retry_job(self, job: engine_jobs.Job, *args: Any, **options: Any) -> None:
-        if job.id in self.ending:
-            self.ending.discard(job.id)
-            await self._unless_gone(job, super().retry_job(job, *args, **options))
-            return
-        await super().retry_job(job, *args, **options)
-
-    async def _unless_gone(self, job: engine_jobs.Job, change: Awaitable[None]) -> None:
-        """Make `change` to a job whose own last write may have finished it: nothing to do if
-        that write did (the job is gone); any other failure is raised."""
-        try:
-            await change
-        except engine_errors.ConnectorException:
-            if list(await self.list_jobs_async(id=job.id)):
-                raise  # still there: the change failed for another reason
-
-
-def queue_orphans(connection: Any) -> tuple[int, int]:
-    """Defer a job for every unfinished turn and pending push that has none: rows written by
-    the embedded runner before the engine (a node's, a worker slot's), or by a release before
-    it. Runs at every start (`connection`: a psycopg connection, not in a transaction); jobs
-    that exist are left alone. Returns how many turns and pushes were queued."""
-    unfinished = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
-    hooks = EngineHooks()
-    with connection.transaction():
-        turns = connection.execute(
-            "SELECT t.id FROM tasks t WHERE t.state IN (%s, %s) AND NOT EXISTS"
-            " (SELECT 1 FROM procrastinate_jobs j WHERE j.lock = t.id"
-            " AND j.status IN ('todo', 'doing'))",
-            unfinished,
-        ).fetchall()
-        pushes = connection.execute(
-            "SELECT o.id FROM push_outbox o WHERE o.state = 'pending' AND NOT EXISTS"
-            " (SELECT 1 FROM procrastinate_jobs j WHERE j.task_name = %s"
-            " AND j.args ->> 'outbox_id' = o.id::text AND j.status IN ('todo', 'doing'))",
-            (PUSH_TASK,),
-        ).fetchall()
-        for (task_id,) in turns:
-            with contextlib.suppress(JobAlreadyQueued):
-                hooks.turn_queued(connection, task_id)
-        for (outbox_id,) in pushes:
-            hooks.push_queued(connection, outbox_id)
-    if turns or pushes:
-        _log.info(
-            "queued %d unfinished turn(s) and %d pending push(es) that had no job",
-            len(turns), len(pushes),
-        )  # fmt: skip
-    return len(turns), len(pushes)
-
-
 class JobEngine:
     """A procrastinate app whose tasks run turns and pushes, and (`start`) a worker running them
     in this process."""
@@ -322,11 +144,11 @@ class JobEngine:
         # A pool that waits for a connection only briefly: a worker stopping because the store
         # went away must not hang in its shutdown (psycopg's default wait is 30 s).
         connector = procrastinate.PsycopgConnector(
-            conninfo=bounded_connects(url), timeout=POOL_WAIT_SECONDS, pool_factory=_pool
+            conninfo=bounded_connects(url), timeout=POOL_WAIT_SECONDS, pool_factory=connection_pool
         )
         self._connector = connector
         self.app = procrastinate.App(connector=connector)
-        self._manager = _JobManager(connector)
+        self._manager = JobManager(connector)
         self.app.job_manager = self._manager  # before any task is registered: they keep it
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
@@ -335,7 +157,7 @@ class JobEngine:
         self._register_tasks()
 
     def _register_tasks(self) -> None:
-        retry = _RetryWhenAsked()
+        retry = RetryWhenAsked()
         self.app.task(name=TURN_TASK, queue=TURN_QUEUE, retry=retry, pass_context=True)(
             self._run_turn
         )
@@ -433,7 +255,7 @@ class JobEngine:
     ) -> float | None:
         """The job's last attempt, whose record finishes the job in its own transaction unless
         the job must run again (`deliver`'s `job`): one commit less per job. procrastinate's
-        finish after the job returns is then skipped (`_JobManager`)."""
+        finish after the job returns is then skipped (`JobManager`)."""
         self._manager.ending.add(job_id)
         again_in = await self._deliverer.deliver(item, queue_retry=queue_retry, job=job_id)
         if not self._ended(job_id):
@@ -529,7 +351,7 @@ class JobEngine:
             delay = min(delay * 2, _RETRY_MAX)
 
     async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
-        worker = _Worker(
+        worker = Worker(
             on_stop=lambda: self._down.add(name),
             app=self.app,
             queues=queues,

@@ -13,8 +13,9 @@ from looping_core.runner._retention import cron_of, keep_pruning, run_retention
 from looping_core.runner._turns import TurnDriver
 
 if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is the postgres extra
-    from looping_core.runner._engine import QUEUES as JOB_QUEUES
-    from looping_core.runner._engine import EngineHooks, JobEngine, queue_orphans
+    from looping_core.runner._engine import JobEngine
+    from looping_core.runner._engine_jobs import QUEUES as JOB_QUEUES
+    from looping_core.runner._engine_jobs import EngineHooks, queue_orphans
     from looping_core.runner._engine_schema import (
         EngineSchema,
         analyze_engine_tables,
@@ -42,14 +43,14 @@ __all__ = [
 ]
 
 _LAZY = {
-    "JOB_QUEUES": ("looping_core.runner._engine", "QUEUES"),
-    "EngineHooks": ("looping_core.runner._engine", "EngineHooks"),
+    "JOB_QUEUES": ("looping_core.runner._engine_jobs", "QUEUES"),
+    "EngineHooks": ("looping_core.runner._engine_jobs", "EngineHooks"),
     "JobEngine": ("looping_core.runner._engine", "JobEngine"),
     "EngineSchema": ("looping_core.runner._engine_schema", "EngineSchema"),
     "analyze_engine_tables": ("looping_core.runner._engine_schema", "analyze_engine_tables"),
     "apply_engine_schema": ("looping_core.runner._engine_schema", "apply_engine_schema"),
     "engine_schema": ("looping_core.runner._engine_schema", "engine_schema"),
-    "queue_orphans": ("looping_core.runner._engine", "queue_orphans"),
+    "queue_orphans": ("looping_core.runner._engine_jobs", "queue_orphans"),
 }
 
 

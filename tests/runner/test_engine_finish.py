@@ -17,7 +17,7 @@ from procrastinate import jobs as engine_jobs
 
 from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig, TaskState
 from looping_core.contract import Identity
-from looping_core.runner._engine import EngineHooks, _JobManager
+from looping_core.runner._engine_jobs import EngineHooks, JobManager
 from looping_core.runner._engine_schema import apply_engine_schema
 from looping_core.store.internal import Database, TaskStore, bind, upgrade
 
@@ -94,7 +94,7 @@ async def test_the_workers_finish_is_skipped_after_the_jobs_own_and_done_when_un
     connector = procrastinate.PsycopgConnector(conninfo=postgres_url)
     await connector.open_async()
     try:
-        manager = _JobManager(connector)
+        manager = JobManager(connector)
         manager.ended.add(ended)
         manager.ending.update({ending_committed, ending_lost})
         succeeded = engine_jobs.Status.SUCCEEDED
@@ -182,7 +182,7 @@ async def test_a_retry_asked_of_a_job_its_own_write_finished_is_forgiven(
     connector = procrastinate.PsycopgConnector(conninfo=postgres_url)
     await connector.open_async()
     try:
-        manager = _JobManager(connector)
+        manager = JobManager(connector)
         manager.ending.update({gone, still_running})
         for job_id in (gone, still_running):
             await manager.retry_job(job(job_id))

@@ -7,13 +7,13 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from looping_core.runner._engine import _pool, _still_connected
+from looping_core.runner._engine_jobs import connection_pool, still_connected
 
 
 async def test_a_connection_the_server_closed_is_replaced_before_a_query_meets_it(
     postgres_url: str,
 ) -> None:
-    pool = _pool(conninfo=postgres_url, min_size=1, max_size=1, open=False, timeout=5)
+    pool = connection_pool(conninfo=postgres_url, min_size=1, max_size=1, open=False, timeout=5)
     await pool.open(wait=True)
     try:
         async with pool.connection() as connection:
@@ -35,12 +35,12 @@ async def test_the_check_sends_nothing_to_the_server_and_refuses_a_closed_connec
     pid = connection.pgconn.backend_pid
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         for _ in range(50):
-            await _still_connected(connection)
+            await still_connected(connection)
         # The server's own view of what that connection last ran: an empty query (what
         # procrastinate's check sends) would show here as ''.
         row = admin.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()
         assert row == ("SELECT 'the last query'",)
         admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))  # and it is gone
     with pytest.raises(psycopg.OperationalError):
-        await _still_connected(connection)
+        await still_connected(connection)
     await connection.close()

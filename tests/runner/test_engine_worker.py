@@ -15,7 +15,7 @@ import pytest
 from procrastinate import exceptions as engine_errors
 from procrastinate.testing import InMemoryConnector
 
-from looping_core.runner._engine import _Worker
+from looping_core.runner._engine_jobs import Worker
 
 
 async def test_a_worker_whose_fetch_fails_says_so_before_it_drains_its_running_jobs() -> None:
@@ -31,7 +31,7 @@ async def test_a_worker_whose_fetch_fails_says_so_before_it_drains_its_running_j
     stops: list[bool] = []
     async with app.open_async():
         await held.defer_async()
-        worker = _Worker(
+        worker = Worker(
             on_stop=lambda: stops.append(True),
             app=app,
             queues=["q"],
