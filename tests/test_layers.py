@@ -208,3 +208,16 @@ def test_the_check_allows_doors_and_a_package_s_own_modules(module: str, source:
 def test_the_agent_seam_and_the_vocabulary_need_no_web_jose_or_database(module: str) -> None:
     loaded = {name.split(".")[0] for name in modules_after_importing(module)}
     assert not loaded & {"aiohttp", "joserfc", "peewee", "cryptography"}
+
+
+MAX_MODULE_LINES = 500
+"""Past this, a module holds more than one concern: split it by concern (design.md)."""
+
+
+def test_every_module_is_at_most_500_lines() -> None:
+    longer = {
+        str(path.relative_to(ROOT.parent)): length
+        for path in ROOT.rglob("*.py")
+        if (length := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert longer == {}, f"split these by concern: {longer}"

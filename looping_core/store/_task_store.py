@@ -13,7 +13,8 @@ class TaskStore(Turns, Reads):
     """Async task storage; every call runs on the database's own thread.
 
     Every method is scoped to the verified caller (tenant, issuer, subject) wherever a caller is
-    involved: anyone else's task is `TaskNotFound`, never "forbidden". Its parts: turns and state
-    changes (`_turns`), reads (`_reads`), push configs (`_push_configs`), the outbox
-    (`_outbox`); `adopt_orphans` and `adopt_node` (`_owners`) hand over rows between owners.
+    involved: anyone else's task is `TaskNotFound`, never "forbidden". Its parts: accepting turns
+    (`_turn_starts`), state changes (`_turns`), reads (`_reads`), push configs
+    (`_push_configs`), the outbox (`_outbox`); `adopt_orphans` and `adopt_node` (`_owners`)
+    hand over rows between owners.
     """

@@ -1,4 +1,4 @@
-"""Turns: accepting a user message exactly once, and every state change of a task as one guarded
+"""Turns: every state change of a task after it was accepted (`_turn_starts`), as one guarded
 write. Terminal states are written only from non-terminal ones, so the first writer wins and
 every writer learns from the write itself whether it did; the pushes a change reports are queued
 in the same transaction (a transactional outbox), so a crash can lose neither.
@@ -11,53 +11,36 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
-import peewee
 
 from looping_core.a2a import (
     TERMINAL_STATES,
     Artifact,
     Message,
     Role,
-    StreamResponse,
     Task,
-    TaskPushNotificationConfig,
     TaskState,
     TaskStatus,
-    TaskStatusUpdateEvent,
     from_wire,
     to_wire,
 )
 from looping_core.contract import Identity
-from looping_core.store._errors import ContextMismatch, TaskNotCancelable, TurnRefused
-from looping_core.store._events import Events
+from looping_core.store._errors import TaskNotCancelable
 from looping_core.store._outbox import OutboxItem
-from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
     NON_TERMINAL,
-    RUNNING,
     Head,
     compact,
-    dump,
-    new_id,
     now_us,
     timestamp,
 )
+from looping_core.store._turn_starts import BegunTurn, TurnStarts
 
-__all__ = ["BegunTurn", "TurnStart", "Turns"]
+__all__ = ["Turns"]
 
 _NOTIFY = TERMINAL_STATES | {
     TaskState.TASK_STATE_INPUT_REQUIRED,
     TaskState.TASK_STATE_AUTH_REQUIRED,
 }
-
-
-@attrs.frozen
-class BegunTurn:
-    """A turn the runner began: the task, its owner, and the messageId that began the turn."""
-
-    task: Task
-    caller: Identity
-    turn_message: str
 
 
 def _turn_message(task: Task, recorded: str | None) -> str:
@@ -76,170 +59,8 @@ def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
     return message.task_id != task_id or message.context_id != context_id
 
 
-@attrs.frozen
-class TurnStart:
-    """What `start_turn` did: the task, and whether this call began a turn or joined one."""
-
-    task: Task
-    started: bool
-    joined: bool = False
-    """The message joined the turn the task is running (the runner takes it from there)."""
-    begun: BegunTurn | None = None
-    """The turn, begun in the same transaction (`start_turn(begin=True)`, a new task)."""
-
-
-class Turns(Events, PushConfigs):
-    async def start_turn(
-        self,
-        caller: Identity,
-        message: Message,
-        push: TaskPushNotificationConfig | None,
-        *,
-        begin: bool = False,
-    ) -> TurnStart:
-        """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
-        to an interrupted one. A duplicate returns the first task and starts nothing.
-
-        `begin`: a runner holds a slot for it, so a new task's turn begins in the same
-        transaction (`TurnStart.begun`; no `begin_turn` then). The task returned is still the
-        one accepted (SUBMITTED), and its events are the same: WORKING is its first."""
-        try:
-            start = await self._db.run(self._start_turn, caller, message, push, begin)
-        except peewee.IntegrityError:
-            # Another connection (PostgreSQL, or another server process) committed the same
-            # messageId first; this transaction was rolled back, and the retry finds that turn.
-            start = await self._db.run(self._start_turn, caller, message, push, begin)
-        if start.begun is not None or (start.started and message.task_id):
-            self._events_written(start.task.id)  # the turn's WORKING, the follow-up's SUBMITTED
-        return start
-
-    def _start_turn(
-        self,
-        caller: Identity,
-        message: Message,
-        push: TaskPushNotificationConfig | None,
-        begin: bool,
-    ) -> TurnStart:
-        scope = (caller.tenant, caller.issuer, caller.subject)
-        with self._db.write():
-            stamp = now_us()
-            joined = False
-            if message.task_id:
-                duplicate = self._first_turn_of(scope, message.message_id)
-                if duplicate is not None:
-                    return duplicate
-                head = self._owned(caller, message.task_id)
-                self._check_follow_up(message, head)
-                joined = head.state in RUNNING
-                if not joined:
-                    self._begin_next_turn(head, message.message_id, stamp)
-                    self._queue_turn(head.id)
-                task_id, context_id = head.id, head.context_id
-            else:
-                task_id = new_id()
-                context_id = message.context_id or new_id()
-                state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
-                # The new task is written only if the message is new: the duplicate check and
-                # the write are one statement (the unique index on messages still decides a
-                # race between two connections: IntegrityError, and `start_turn` tries again).
-                inserted = self._sql(
-                    "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts, node, worker, turn_message,"
-                    " event_seq) SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
-                    " (SELECT 1 FROM messages"
-                    " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)",
-                    (
-                        task_id,
-                        *scope,
-                        context_id,
-                        state.value,
-                        stamp,
-                        stamp,
-                        self._node,
-                        self._worker,
-                        message.message_id,
-                        1 if begin else 0,
-                        *scope,
-                        message.message_id,
-                    ),
-                ).rowcount
-                if inserted != 1:
-                    duplicate = self._first_turn_of(scope, message.message_id)
-                    if duplicate is None:  # its task was pruned in between: as after a race
-                        raise peewee.IntegrityError("the message's task is gone; try again")
-                    return duplicate
-                if not begin:
-                    self._queue_turn(task_id)
-            stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
-            self._sql(
-                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (task_id, *scope, message.message_id, dump(stored), joined),
-            )
-            if push is not None:
-                # An inline config without an id takes the task's id (as the official SDK does),
-                # so the config a gateway re-sends with every turn replaces itself.
-                self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
-            if message.task_id:
-                snapshot = self._snapshot(task_id, None, include_artifacts=True)
-                return TurnStart(snapshot, started=not joined, joined=joined)
-            status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(stamp))
-            task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
-            if not begin:
-                return TurnStart(task, True)
-            working = self._working_event(task_id, context_id, 1, stamp)
-            begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
-            return TurnStart(task, True, begun=begun)
-
-    def _first_turn_of(self, scope: tuple[str, str, str], message_id: str) -> TurnStart | None:
-        """The task a message already started or joined (a duplicate starts nothing), or `None`
-        for a message never seen."""
-        row = self._sql(
-            "SELECT task_id FROM messages"
-            " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
-            (*scope, message_id),
-        ).fetchone()
-        if row is None:
-            return None
-        return TurnStart(self._snapshot(row[0], None, include_artifacts=True), False)
-
-    def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
-        """Write the WORKING event a turn's begin reports, as event `seq` (the number the
-        begin's own write took); returns the status."""
-        working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
-        update = TaskStatusUpdateEvent(task_id, context_id, working)
-        self._insert_events(task_id, seq, [StreamResponse(status_update=update)], stamp)
-        return working
-
-    def _begin_next_turn(self, head: Head, message_id: str, stamp: int) -> None:
-        """An interrupted task's follow-up begins its next turn (SUBMITTED, on this server)."""
-        updated = self._sql(
-            "UPDATE tasks SET state = ?, status_message = NULL, status_ts = ?, node = ?,"
-            " worker = ?, turn_message = ? WHERE id = ? AND state = ?",
-            (
-                TaskState.TASK_STATE_SUBMITTED.value,
-                stamp,
-                self._node,
-                self._worker,
-                message_id,
-                head.id,
-                head.state,
-            ),
-        ).rowcount
-        if updated != 1:
-            raise TurnRefused("The task changed state; fetch it and try again")
-        self._status_event(head.id, TaskState.TASK_STATE_SUBMITTED, None, stamp)
-
-    @staticmethod
-    def _check_follow_up(message: Message, head: Head) -> None:
-        """A follow-up continues an interrupted task, or joins the turn of a running one; a
-        terminal task takes none."""
-        if message.context_id and message.context_id != head.context_id:
-            raise ContextMismatch()
-        if TaskState(head.state).is_terminal:
-            raise TurnRefused(
-                "The task is in a terminal state; start a new task in the same context"
-            )
+class Turns(TurnStarts):
+    """Every state change of a task after it was accepted, each one guarded write."""
 
     async def transition(
         self,

@@ -36,7 +36,7 @@ from looping_core.store._secrets import PushSecrets, SecretsUnreadable
 from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
-from looping_core.store._turns import BegunTurn, TurnStart
+from looping_core.store._turn_starts import BegunTurn, TurnStart
 from looping_core.store._unreachable import (
     StoreError,
     StoreUnavailable,
