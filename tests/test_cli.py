@@ -286,13 +286,14 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0009  a finished turn's reply kept as its status message\n"
         "applied 0010  indexes another index already serves, dropped\n"
         "applied 0011  push configs' secrets sealed at rest, by key\n"
+        "applied 0012  unsettled tasks by caller, for the turn limits\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith(
         "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
         "  applied  0006\n  applied  0007\n  applied  0008\n  applied  0009\n  applied  0010\n"
-        "  applied  0011\n"
+        "  applied  0011\n  applied  0012\n"
         "up to date\n"
     )
 

@@ -13,8 +13,10 @@ from looping_core.a2a._card import (
     verify_card,
 )
 from looping_core.a2a._errors import (
+    RateLimited,
     RpcError,
     TooManyStreams,
+    TooManyTurns,
     Unavailable,
 )
 from looping_core.a2a._gateway_token import (
@@ -87,6 +89,7 @@ __all__ = [
     "PushReplayed",
     "PushSignatureError",
     "PushSigner",
+    "RateLimited",
     "Role",
     "RpcError",
     "SeenPushes",
@@ -102,6 +105,7 @@ __all__ = [
     "TokenPolicy",
     "TokenRejected",
     "TooManyStreams",
+    "TooManyTurns",
     "Unavailable",
     "WireError",
     "agent_message",

@@ -28,11 +28,13 @@ __all__ = [
     "ParseError",
     "PayloadTooLarge",
     "PushNotificationNotSupported",
+    "RateLimited",
     "RequestTimeout",
     "RpcError",
     "TaskNotCancelable",
     "TaskNotFound",
     "TooManyStreams",
+    "TooManyTurns",
     "Unauthenticated",
     "Unavailable",
     "UnsupportedMediaType",
@@ -137,6 +139,16 @@ class TooManyStreams(RpcError):
     """The caller holds `[streaming] max_streams_per_caller` streams already (HTTP 429)."""
 
 
+class RateLimited(RpcError):
+    """The caller, or its tenant, made more requests than `[limits]` allow per second: try
+    again after `Retry-After` seconds (HTTP 429)."""
+
+
+class TooManyTurns(RpcError):
+    """The caller, or its tenant, has as many turns waiting or running as `[limits]` allow: try
+    again after `Retry-After` seconds (HTTP 429)."""
+
+
 class PayloadTooLarge(RpcError):
     """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
 
@@ -204,6 +216,14 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
     TooManyStreams: ErrorSpec(
         -32000, "TOO_MANY_STREAMS", "Too many open streams", http_status=429,
         domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
+    ),
+    RateLimited: ErrorSpec(
+        -32000, "RATE_LIMITED", "Too many requests; try again after Retry-After seconds",
+        http_status=429, domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
+    ),
+    TooManyTurns: ErrorSpec(
+        -32000, "TOO_MANY_TURNS", "Too many turns waiting or running; try again later",
+        http_status=429, domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
     ),
     PayloadTooLarge: ErrorSpec(
         -32600, "PAYLOAD_TOO_LARGE", "Request body too large", http_status=413,

@@ -29,6 +29,7 @@ from looping_core.config._model import (
     MAX_WORKERS,
     CardConfig,
     Config,
+    LimitsConfig,
     LoopSettings,
     ModelChoice,
     ObservabilityConfig,
@@ -44,6 +45,7 @@ from looping_core.config._model import (
     StreamingConfig,
     StubCardConfig,
     TenantConfig,
+    TenantLimits,
     TenantModelConfig,
 )
 
@@ -57,6 +59,7 @@ __all__ = [
     "MAX_WORKERS",
     "CardConfig",
     "Config",
+    "LimitsConfig",
     "LoopSettings",
     "ModelChoice",
     "ObservabilityConfig",
@@ -72,6 +75,7 @@ __all__ = [
     "StreamingConfig",
     "StubCardConfig",
     "TenantConfig",
+    "TenantLimits",
     "TenantModelConfig",
     "check_model",
     "load_config",

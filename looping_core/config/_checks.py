@@ -20,6 +20,7 @@ from looping_core.config._model import (
     MAX_WORKERS,
     RETENTION_INTERVALS,
     CardConfig,
+    LimitsConfig,
     LoopSettings,
     ModelChoice,
     ObservabilityConfig,
@@ -32,6 +33,7 @@ from looping_core.config._model import (
     StoreConfig,
     StreamingConfig,
     TenantConfig,
+    TenantLimits,
     TenantModelConfig,
 )
 from looping_core.contract import SecretRef
@@ -42,6 +44,7 @@ __all__ = [
     "TENANT_ID",
     "check_card",
     "check_cross_references",
+    "check_limits",
     "check_model",
     "check_observability",
     "check_retention",
@@ -400,6 +403,20 @@ _LOOP_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "keep_last": (1, 1_000, True),
     "summary_max_tokens": (1, 1_000_000, True),
 }
+
+
+def check_limits(limits: LimitsConfig | TenantLimits, path: str) -> list[str]:
+    """Counts are whole and not negative (0: no limit); a rate is not negative; a burst holds
+    at least one request."""
+    problems = []
+    for name in ("caller_turns", "tenant_turns", "caller_requests_per_second",
+                 "tenant_requests_per_second"):  # fmt: skip
+        value = getattr(limits, name)
+        if value is not None and value < 0:
+            problems.append(f"must not be negative (0: no limit) @ {path}.{name}")
+    if limits.burst_seconds is not None and limits.burst_seconds <= 0:
+        problems.append(f"must be above 0 @ {path}.burst_seconds")
+    return problems
 
 
 def check_loop(loop: LoopSettings, path: str) -> list[str]:

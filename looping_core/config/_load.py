@@ -20,6 +20,7 @@ from looping_core.config._checks import (
     TENANT_ID,
     check_card,
     check_cross_references,
+    check_limits,
     check_loop,
     check_model,
     check_observability,
@@ -35,6 +36,7 @@ from looping_core.config._model import (
     DEFAULT_CONFIG_FILE,
     DEFAULT_STUB_CARD,
     Config,
+    LimitsConfig,
     ObservabilityConfig,
     PluginsConfig,
     PushConfig,
@@ -159,13 +161,14 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     streaming = _parse_section(raw, "streaming", StreamingConfig, problems)
     observability = _parse_section(raw, "observability", ObservabilityConfig, problems)
     retention = _parse_section(raw, "retention", RetentionConfig, problems)
+    limits = _parse_section(raw, "limits", LimitsConfig, problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), StubCardConfig, "$.card")
         problems.extend(card_problems)
     sections = [
         "server", "security", "store", "card", "runner", "push", "streaming", "observability",
-        "retention", "plugins",
+        "retention", "limits", "plugins",
     ]  # fmt: skip
     for unknown in raw:
         close = difflib.get_close_matches(unknown, [*sections, "tenants"], n=1)
@@ -181,6 +184,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     problems.extend(check_store(store))
     problems.extend(check_observability(observability, server))
     problems.extend(check_retention(retention))
+    problems.extend(check_limits(limits, "$.limits"))
     for tenant_id, tenant in tenants.items():
         problems.extend(check_card(tenant.card, f"$.tenants.{tenant_id}.card", need_skills=True))
         if not 0 <= tenant.max_wait_seconds <= 600:
@@ -191,6 +195,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         if tenant.model is not None:
             problems.extend(check_model(tenant.model, f"$.tenants.{tenant_id}.model"))
         problems.extend(check_loop(tenant.loop, f"$.tenants.{tenant_id}.loop"))
+        problems.extend(check_limits(tenant.limits, f"$.tenants.{tenant_id}.limits"))
     if card is not None:
         problems.extend(check_card(card, "$.card", need_skills=False))
     problems.extend(check_cross_references(plugins, tenants))
@@ -205,6 +210,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         streaming=streaming,
         observability=observability,
         retention=retention,
+        limits=limits,
         plugins=plugins,
         tenants=tenants,
     )

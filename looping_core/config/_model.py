@@ -20,6 +20,7 @@ __all__ = [
     "MAX_WORKERS",
     "CardConfig",
     "Config",
+    "LimitsConfig",
     "ModelChoice",
     "PluginsConfig",
     "PushConfig",
@@ -30,6 +31,7 @@ __all__ = [
     "SkillConfig",
     "StoreConfig",
     "TenantConfig",
+    "TenantLimits",
     "TenantModelConfig",
 ]
 
@@ -248,6 +250,43 @@ class LoopSettings:
 
 
 @attrs.frozen
+class LimitsConfig:
+    """`[limits]`: what one tenant, and one caller of a tenant, may take of the server, so
+    that neither can starve the others. A caller is (tenant, issuer, subject). 0: no limit."""
+
+    caller_turns: int = 8
+    """Turns one caller may have accepted and not yet settled (waiting to run, or running);
+    one more SendMessage is refused (`TOO_MANY_TURNS`, HTTP 429) before anything is written.
+    Counted in the store: every server process and worker together."""
+    tenant_turns: int = 64
+    """The same, for all the tenant's callers together."""
+    caller_requests_per_second: float = 20.0
+    """Requests one caller may make per second, every method; more are refused
+    (`RATE_LIMITED`, HTTP 429, `Retry-After`). Counted per server process."""
+    tenant_requests_per_second: float = 200.0
+    """The same, for all the tenant's callers together."""
+    burst_seconds: float = 2.0
+    """How many seconds' worth of requests may come at once after a quiet spell (a caller
+    at 20 per second may send 40 together)."""
+
+
+@attrs.frozen
+class TenantLimits:
+    """`[tenants.<id>.limits]`: this tenant's own values of `[limits]` keys."""
+
+    caller_turns: int | None = None
+    tenant_turns: int | None = None
+    caller_requests_per_second: float | None = None
+    tenant_requests_per_second: float | None = None
+    burst_seconds: float | None = None
+
+    def over(self, defaults: LimitsConfig) -> LimitsConfig:
+        """`defaults` with this tenant's own values in their place."""
+        own = {name: value for name, value in attrs.asdict(self).items() if value is not None}
+        return attrs.evolve(defaults, **own)
+
+
+@attrs.frozen
 class TenantConfig:
     """`[tenants.<id>]`: one agent behind the shared endpoint."""
 
@@ -266,6 +305,8 @@ class TenantConfig:
     """The tenant's chat model and its fallbacks (agents that call a model read it)."""
     loop: LoopSettings = LoopSettings()
     """Overrides of a model-driven agent's loop settings (budgets, compaction)."""
+    limits: TenantLimits = TenantLimits()
+    """Overrides of `[limits]` for this tenant; an absent key keeps `[limits]`' value."""
 
 
 @attrs.frozen
@@ -407,8 +448,14 @@ class Config:
     streaming: StreamingConfig = StreamingConfig()
     observability: ObservabilityConfig = ObservabilityConfig()
     retention: RetentionConfig = RetentionConfig()
+    limits: LimitsConfig = LimitsConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+    def limits_of(self, tenant: str) -> LimitsConfig:
+        """The limits that hold for `tenant`: `[limits]`, with its own overrides."""
+        own = self.tenants.get(tenant)
+        return self.limits if own is None else own.limits.over(self.limits)
 
     def uses_job_engine(self, environ: Mapping[str, str] | None = None) -> bool:
         """Whether turns and pushes are jobs in the job engine (`[runner] engine`): asked for,

@@ -1,6 +1,7 @@
 """What the runner hands an agent for one turn, each over the store: its events
 (`TurnEventWriter`), its session (`TurnSession`), its subtasks (`TaskSubtasks`) and the task's
-earlier messages as content (`EarlierMessages`, converted only when read).
+earlier messages as content (`EarlierMessages`, converted only when read). Each store call waits
+out a short outage (`patiently`): the agent goes on where it was instead of running again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from looping_core.agent import ArtifactOut
 from looping_core.content import Block
 from looping_core.content import Message as ContentMessage
 from looping_core.contract import SessionRef, SubtaskRecord
+from looping_core.runner._patience import patiently
 from looping_core.store.internal import SessionStore, SubtaskStore, TaskStore
 
 __all__ = ["EarlierMessages", "TaskSubtasks", "TurnEventWriter", "TurnSession"]
@@ -90,7 +92,7 @@ class TurnEventWriter:
         await self.flush()
         message = agent_message(reply_parts(blocks), task=self._task)
         async with self._lock:
-            await self._store.progress(self._task_id, message, push=self._push)
+            await patiently(lambda: self._store.progress(self._task_id, message, push=self._push))
 
     async def artifact(
         self, artifact: ArtifactOut, *, append: bool = False, last_chunk: bool = False
@@ -107,8 +109,10 @@ class TurnEventWriter:
         if not append:
             await self.flush()
             async with self._lock:
-                await self._store.artifact_update(
-                    self._task_id, wire, append=False, last_chunk=last_chunk
+                await patiently(
+                    lambda: self._store.artifact_update(
+                        self._task_id, wire, append=False, last_chunk=last_chunk
+                    )
                 )
             return
         waiting = self._waiting.get(artifact.artifact_id)
@@ -133,8 +137,14 @@ class TurnEventWriter:
         async with self._lock:
             waiting, self._waiting = self._waiting, {}
             for artifact, last_chunk in waiting.values():
-                await self._store.artifact_update(
-                    self._task_id, artifact, append=True, last_chunk=last_chunk
+                await patiently(
+                    functools.partial(
+                        self._store.artifact_update,
+                        self._task_id,
+                        artifact,
+                        append=True,
+                        last_chunk=last_chunk,
+                    )
                 )
 
 
@@ -178,7 +188,7 @@ class TurnSession:
 
     async def _entries(self) -> list[tuple[ContentMessage, str | None]]:
         if self._read is None:
-            self._read = await self._sessions.entries(self._session)
+            self._read = await patiently(lambda: self._sessions.entries(self._session))
         return self._read
 
     async def history(self) -> list[ContentMessage]:
@@ -189,7 +199,11 @@ class TurnSession:
 
     async def append(self, messages: Sequence[ContentMessage]) -> None:
         self._read = None
-        await self._sessions.append(self._session, messages, task_id=self._task_id, turn=self._turn)
+        await patiently(
+            lambda: self._sessions.append(
+                self._session, messages, task_id=self._task_id, turn=self._turn
+            )
+        )
 
     def subagent(self, scope: str) -> TurnSession:
         # The unit separator cannot be in a caller's contextId (the edge refuses control
@@ -207,7 +221,9 @@ class TurnSession:
     async def arrivals(self) -> list[ContentMessage]:
         if not self._takes_follow_ups:
             return []
-        joined = await self._tasks.arrivals(self._task_id, after=self.taken_through)
+        joined = await patiently(
+            lambda: self._tasks.arrivals(self._task_id, after=self.taken_through)
+        )
         if not joined:
             return []
         held = {turn for _, turn in await self._entries()}  # a resumed turn took some already
@@ -218,8 +234,14 @@ class TurnSession:
                 continue
             self._read = None
             # Its own messageId marks it as taken, for a turn resumed after a crash.
-            await self._sessions.append(
-                self._session, [content], task_id=self._task_id, turn=message.message_id
+            await patiently(
+                functools.partial(
+                    self._sessions.append,
+                    self._session,
+                    [content],
+                    task_id=self._task_id,
+                    turn=message.message_id,
+                )
             )
             taken.append(content)
         self.taken_through = joined[-1].message_id
@@ -229,8 +251,10 @@ class TurnSession:
         self, displaced: Sequence[ContentMessage], replacement: Sequence[ContentMessage]
     ) -> bool:
         self._read = None
-        removed = await self._sessions.displace(
-            self._session, len(displaced), replacement, expected=displaced
+        removed = await patiently(
+            lambda: self._sessions.displace(
+                self._session, len(displaced), replacement, expected=displaced
+            )
         )
         return bool(removed)
 
@@ -245,12 +269,12 @@ class TaskSubtasks:
     async def add(self, subtasks: Sequence[SubtaskRecord]) -> None:
         if any(s.task_id != self._task_id for s in subtasks):
             raise ValueError("a subtask of another task")
-        await self._store.add(subtasks)
+        await patiently(lambda: self._store.add(subtasks))
 
     async def subtasks(self) -> list[SubtaskRecord]:
-        return await self._store.subtasks(self._task_id)
+        return await patiently(lambda: self._store.subtasks(self._task_id))
 
     async def update(self, subtask: SubtaskRecord) -> None:
         if subtask.task_id != self._task_id:
             raise ValueError("a subtask of another task")
-        await self._store.update(subtask)
+        await patiently(lambda: self._store.update(subtask))

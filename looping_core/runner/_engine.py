@@ -34,9 +34,12 @@
   heartbeat or fetch fails: it returns, or raises). `JobEngine` starts every such worker again,
   after 0.5 s doubling to 10 s, for as long as it runs, with the pool's broken connections
   replaced first, and says so in `running` (readiness) from the moment the worker stops
-  fetching (it drains its running jobs before it returns).
-  A job the outage interrupted raises `RetryLater` when the store answers again; one whose end
-  could not be recorded at all stays `doing` under its dead worker, and the sweep hands it back.
+  fetching. Before it returns it drains its running jobs, for up to `OUTAGE_PATIENCE_SECONDS`
+  (a stop asked for: `SHUTDOWN_GRACE_SECONDS`), heart-beating meanwhile: a running turn waits
+  out the outage (its store calls are tried again) and goes on, so its agent is not run twice.
+  A job a longer outage interrupted raises `RetryLater` when the store answers again; one whose
+  end could not be recorded at all stays `doing` under its dead worker, and the sweep hands it
+  back.
 """
 
 from __future__ import annotations
@@ -73,6 +76,7 @@ from looping_core.runner._engine_jobs import (
     connection_pool,
 )
 from looping_core.runner._engine_schema import refresh_jobs_statistics
+from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import (
@@ -110,6 +114,14 @@ def _job_id(context: procrastinate.JobContext) -> int:
     job_id = context.job.id
     assert job_id is not None  # a job a worker fetched has its row
     return job_id
+
+
+def _drained(run: asyncio.Task[None]) -> None:
+    """A worker that stopped for an outage has drained its jobs (its failure to unregister
+    from a store still away is expected: the sweep removes it)."""
+    failure = None if run.cancelled() else run.exception()
+    if failure is not None:
+        _log.debug("a job worker finished draining: %s", _one_line(failure))
 
 
 def _one_line(error: BaseException) -> str:
@@ -152,6 +164,8 @@ class JobEngine:
         self.app.job_manager = self._manager  # before any task is registered: they keep it
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
+        self._live_workers: dict[Worker, asyncio.Task[None]] = {}
+        """procrastinate's workers running now, draining ones included, with their runs."""
         """Workers waiting to be started again after a failure."""
         self._stopping = False
         self._register_tasks()
@@ -351,8 +365,17 @@ class JobEngine:
             delay = min(delay * 2, _RETRY_MAX)
 
     async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
+        """Run one procrastinate worker until it stops. One that stops for an outage returns
+        at once while its running jobs drain (`_draining`), so the next one can fetch as soon
+        as the store is back: a turn waiting out the outage holds up no other."""
+        stopping = asyncio.Event()
+
+        def on_stop() -> None:
+            self._down.add(name)
+            stopping.set()
+
         worker = Worker(
-            on_stop=lambda: self._down.add(name),
+            on_stop=on_stop,
             app=self.app,
             queues=queues,
             concurrency=concurrency,
@@ -366,7 +389,10 @@ class JobEngine:
             delete_jobs="successful",
             update_heartbeat_interval=self._config.heartbeat_seconds,
             stalled_worker_timeout=self._config.stalled_after_seconds,
-            shutdown_graceful_timeout=SHUTDOWN_GRACE_SECONDS,
+            # A worker stops for an outage by itself: its running turns wait out the outage
+            # (`patiently`) and go on, so it waits for them as long. A stop asked for
+            # (`stop`) gives them the short grace instead.
+            shutdown_graceful_timeout=OUTAGE_PATIENCE_SECONDS,
         )
         # The pool's idle connections may be ones the outage closed (a store restart closes
         # them all). The pool checks each one it lends, but after one that fails it pauses (a
@@ -374,7 +400,21 @@ class JobEngine:
         # are all tried here at once, and the broken ones replaced.
         await self._connector.pool.check()
         self._down.discard(name)
-        await worker.run()  # type: ignore[no-untyped-call]
+        run = asyncio.create_task(worker.run(), name=f"{name}-run")
+        self._live_workers[worker] = run
+        run.add_done_callback(lambda _: self._live_workers.pop(worker, None))
+        stopped = asyncio.create_task(stopping.wait())
+        try:
+            await asyncio.wait((run, stopped), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            run.cancel()
+            raise
+        finally:
+            stopped.cancel()
+        if run.done():
+            run.result()  # its failure, if it failed
+            return
+        run.add_done_callback(_drained)
 
     @property
     def running(self) -> bool:
@@ -389,7 +429,10 @@ class JobEngine:
 
     async def stop(self) -> None:
         self._stopping = True
+        for live in self._live_workers:
+            live.shutdown_graceful_timeout = SHUTDOWN_GRACE_SECONDS
         workers, self._workers = self._workers, []
+        workers += list(self._live_workers.values())  # draining ones too
         for worker in workers:
             worker.cancel()  # a graceful stop: running jobs get SHUTDOWN_GRACE_SECONDS
         for worker in workers:

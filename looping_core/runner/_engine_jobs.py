@@ -7,6 +7,7 @@ orphaned rows a job (`queue_orphans`). `JobEngine` (`_engine.py`) runs turns and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -60,15 +61,24 @@ class Worker(procrastinate.worker.Worker):
     """procrastinate's worker, telling `on_stop` the moment it decides to stop (its store went
     away, say), not when its shutdown is over: readiness must not say "running" meanwhile. A
     worker stops two ways: `stop` (a side task such as its listener failed), or a fetch that
-    raises, after which it drains its running jobs (up to the grace) before `run` raises."""
+    raises, after which it drains its running jobs (up to the grace) before `run` raises; it
+    heart-beats while they drain."""
 
     def __init__(self, *, on_stop: Callable[[], None], **options: Any) -> None:
         super().__init__(**options)
         self._on_stop = on_stop
+        self._heartbeat: asyncio.Task[None] | None = None
 
     def stop(self) -> None:
-        self._on_stop()
+        self._stopping()
         super().stop()  # type: ignore[no-untyped-call]
+
+    async def run(self) -> None:
+        try:
+            await super().run()  # type: ignore[no-untyped-call]
+        finally:
+            if self._heartbeat is not None:
+                self._heartbeat.cancel()
 
     async def _fetch_and_process_jobs(self) -> None:
         # procrastinate's own fetch loop (3.8 and later; the floors run that release): no
@@ -76,8 +86,27 @@ class Worker(procrastinate.worker.Worker):
         try:
             await super()._fetch_and_process_jobs()  # type: ignore[no-untyped-call]
         except Exception:
-            self._on_stop()
+            self._stopping()
             raise
+
+    def _stopping(self) -> None:
+        """Say so, and keep the heartbeat going while running jobs drain: procrastinate's own
+        stopped with the worker, and a turn waiting out an outage would otherwise look like a
+        dead worker's once the store is back (the sweep would run it again elsewhere)."""
+        self._on_stop()
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(
+                self._beat_while_draining(), name="looping-drain-heartbeat"
+            )
+
+    async def _beat_while_draining(self) -> None:
+        while self.worker_id is not None:
+            await asyncio.sleep(self.update_heartbeat_interval)
+            worker_id = self.worker_id
+            if worker_id is None:
+                return
+            with contextlib.suppress(Exception):  # the store may still be away: next beat
+                await self.app.job_manager.update_heartbeat(worker_id)
 
 
 def connection_pool(**options: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
@@ -123,10 +152,12 @@ class EngineHooks:
         # Never opened: every defer goes through the connection it is given.
         self._app = procrastinate.App(connector=procrastinate.SyncPsycopgConnector())
 
-    def turn_queued(self, connection: Any, task_id: str) -> None:
+    def turn_queued(self, connection: Any, task_id: str, priority: int = 0) -> None:
+        # procrastinate fetches by priority first, then age: a turn accepted while its tenant
+        # has many waiting comes after other tenants' (the store's `TurnLimits.fair`).
         deferrer = self._app.configure_task(
             TURN_TASK, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id,
-            connection=connection,
+            priority=priority, connection=connection,
         )  # fmt: skip
         try:
             deferrer.defer(task_id=task_id)

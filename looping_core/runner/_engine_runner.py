@@ -15,6 +15,7 @@ import contextlib
 from typing import TYPE_CHECKING, Protocol
 
 from looping_core.a2a import Message
+from looping_core.contract import Identity
 from looping_core.runner._turns import UNSETTLED, TurnDriver
 from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
 
@@ -45,8 +46,9 @@ class EngineRunner:
         self._open = False
         store.watch_events(self._written)
 
-    def start(self, task_id: str) -> None:
-        """Nothing: the store deferred the turn's job in the transaction that accepted it."""
+    def start(self, task_id: str, owner: Identity | None = None) -> None:
+        """Nothing: the store deferred the turn's job in the transaction that accepted it
+        (its priority says its place among other tenants' turns)."""
 
     async def reserve(self) -> bool:
         """Never: a turn is a job, begun by whichever worker takes it."""

@@ -1,6 +1,7 @@
 """The in-process runner: turns run in the process that accepted them (the embedded default).
 
-At most `[runner] concurrency` turns run at once (the driver's slots). On start, turns a crash
+At most `[runner] concurrency` turns run at once (the driver's slots, handed to waiting turns
+round robin by tenant and caller: `FairSlots`). On start, turns a crash
 left SUBMITTED or WORKING are resumed or failed, as `[runner] on_restart` says. A turn that
 another process canceled (a `CancelTask` that reached another server worker) is found by a
 look at the store every `CANCEL_POLL_SECONDS` and stopped. A turn the store's outage cut off
@@ -18,7 +19,9 @@ from typing import Any
 
 from looping_core import _metrics
 from looping_core.a2a import Message, TaskState
-from looping_core.runner._turns import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX, UNSETTLED, TurnDriver
+from looping_core.contract import Identity
+from looping_core.runner._patience import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX
+from looping_core.runner._turns import UNSETTLED, TurnDriver
 from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
 
 __all__ = ["LocalRunner"]
@@ -49,11 +52,12 @@ class LocalRunner:
         self._settled: dict[str, asyncio.Event] = {}
         self._watcher: asyncio.Task[None] | None = None
 
-    def start(self, task_id: str) -> None:
-        """Schedule the task's pending turn (idempotent while it is scheduled)."""
+    def start(self, task_id: str, owner: Identity | None = None) -> None:
+        """Schedule the task's pending turn (idempotent while it is scheduled); `owner`: whose
+        turn it is, for its place among waiting turns."""
         if task_id in self._running:
             return
-        self._schedule(task_id, None)
+        self._schedule(task_id, None, owner)
 
     async def reserve(self) -> bool:
         """Hold a free slot (never waits) for a turn the store may begin as it accepts it."""
@@ -66,8 +70,10 @@ class LocalRunner:
         """Run a turn the store began as it accepted the task, in the slot `reserve` held."""
         self._schedule(begun.task.id, begun)
 
-    def _schedule(self, task_id: str, begun: BegunTurn | None) -> None:
-        job = asyncio.create_task(self._run(task_id, begun), name=f"looping-turn-{task_id}")
+    def _schedule(
+        self, task_id: str, begun: BegunTurn | None, owner: Identity | None = None
+    ) -> None:
+        job = asyncio.create_task(self._run(task_id, begun, owner), name=f"looping-turn-{task_id}")
         self._running[task_id] = job
         job.add_done_callback(functools.partial(self._forget, task_id))  # canceled before it ran
 
@@ -147,9 +153,9 @@ class LocalRunner:
                 _log.info("task %s was ended elsewhere; stopping its turn", task_id)
                 await self.cancel(task_id)
 
-    async def _run(self, task_id: str, begun: BegunTurn | None) -> None:
+    async def _run(self, task_id: str, begun: BegunTurn | None, owner: Identity | None) -> None:
         try:
-            await self._turns.run(task_id, begun)
+            await self._turns.run(task_id, begun, owner=owner)
         except StoreUnavailable:
             self._take_up_later(task_id)
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from looping_core.a2a import Message
+from looping_core.contract import Identity
 from looping_core.store.internal import BegunTurn
 
 __all__ = ["Runner"]
@@ -14,8 +15,10 @@ __all__ = ["Runner"]
 class Runner(Protocol):
     """Starts accepted turns, waits for them to settle, and stops canceled ones."""
 
-    def start(self, task_id: str) -> None:
-        """Run the task's pending turn (idempotent while it is pending or running)."""
+    def start(self, task_id: str, owner: Identity | None = None) -> None:
+        """Run the task's pending turn (idempotent while it is pending or running). `owner`:
+        the caller whose turn it is, so that turns waiting for a slot take turns by tenant
+        and caller."""
 
     async def reserve(self) -> bool:
         """Hold a slot, if one is free now, for a turn the store begins as it accepts the task

@@ -7,9 +7,11 @@ the agent's `TurnInput` (its session, events, subtasks and tool context over the
 the agent's result written as the task's end, or kept for the next turn when a follow-up joined
 that this turn never took.
 
-A store out of reach (`StoreUnavailable`) is no failure of the turn: a turn whose agent has
-answered keeps trying to write its end for `END_WRITE_PATIENCE_SECONDS` (the agent is not run
-again for an outage it outlived); a turn cut off before that is the runner's to take up again.
+A store out of reach (`StoreUnavailable`) is no failure of the turn: every store call of a
+running turn (its session, events and subtasks, its begin and its end) is tried again for
+`OUTAGE_PATIENCE_SECONDS` (`patiently`), while its model calls and tools go on, so the agent
+is not run again for an outage it outlived; a turn cut off by a longer one is the runner's to
+take up again.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from looping_core import _metrics, _tracing
@@ -45,6 +47,8 @@ from looping_core.runner._adapters import (
     TurnEventWriter,
     TurnSession,
 )
+from looping_core.runner._patience import patiently
+from looping_core.runner._slots import FairSlots
 from looping_core.store.internal import (
     BegunTurn,
     SessionStore,
@@ -53,16 +57,10 @@ from looping_core.store.internal import (
     TaskStore,
 )
 
-__all__ = ["OUTAGE_RETRY_FIRST", "OUTAGE_RETRY_MAX", "UNSETTLED", "TurnDriver"]
+__all__ = ["UNSETTLED", "TurnDriver"]
 
 _log = logging.getLogger("looping_core.runner")
 
-END_WRITE_PATIENCE_SECONDS = 60.0
-"""How long a turn whose agent answered keeps trying to write its end while the store is out
-of reach, before the turn is given up here (and taken up again when the store is back)."""
-OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX = 0.2, 1.0
-"""Pauses between tries while the store is out of reach: short, so a restarted store is
-noticed within a second."""
 _ENDINGS = (TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.REJECTED)
 UNSETTLED = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 """States of a task whose turn has not settled (ended, or asked the caller)."""
@@ -102,7 +100,7 @@ class TurnDriver:
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
         self._pushes_from_turn = pushes_from_turn
-        self._slots = asyncio.Semaphore(config.concurrency)
+        self._slots = FairSlots(config.concurrency)
         self._started: dict[str, float] = {}
         """When each running turn began (monotonic), for its end's log line."""
 
@@ -110,22 +108,25 @@ class TurnDriver:
         """Take a slot now if one is free and no turn waits for one (never waits): the store
         may then begin a new task's turn as it accepts it, and `run(begun=...)` runs it in this
         slot. `False`: the turn begins as usual, in its turn."""
-        if self._slots.locked():
-            return False
-        await self._slots.acquire()  # free: returns at once, without yielding
-        return True
+        return self._slots.try_take()
 
     def release(self) -> None:
         """Give back a slot `reserve` took that no begun turn uses."""
         self._slots.release()
 
     async def run(
-        self, task_id: str, begun: BegunTurn | None = None, *, job: int | None = None
+        self,
+        task_id: str,
+        begun: BegunTurn | None = None,
+        *,
+        job: int | None = None,
+        owner: Identity | None = None,
     ) -> bool:
         """Run the task's pending turn; `False` when it was not SUBMITTED (nothing began).
         `begun`: the store began it already, in a slot `reserve` took for it. `job`: the job
         engine's job running it, finished by the turn's end if that queues no push (the store's
-        `transition`, `end_job`).
+        `transition`, `end_job`). `owner`: the caller whose turn it is, for its place in the
+        round of waiting turns (`FairSlots`).
 
         A cancel stops it (logged, not raised); a turn the runner itself broke is failed
         (`RUNNER_ERROR`); `StoreUnavailable` is raised: the runner takes the turn up again.
@@ -135,7 +136,7 @@ class TurnDriver:
         if waiting:
             _metrics.TURNS_WAITING.inc()
         try:
-            async with self._slot(held=begun is not None):
+            async with self._slot(held=begun is not None, owner=owner):
                 if waiting:
                     waiting = False
                     _metrics.TURNS_WAITING.dec()
@@ -225,10 +226,11 @@ class TurnDriver:
         return agent_message(reply_parts(words)) if words else None
 
     @contextlib.asynccontextmanager
-    async def _slot(self, *, held: bool) -> AsyncIterator[None]:
-        """One of the `concurrency` slots for the turn: waited for, or `held` (reserved)."""
+    async def _slot(self, *, held: bool, owner: Identity | None) -> AsyncIterator[None]:
+        """One of the `concurrency` slots for the turn: waited for in `owner`'s place in the
+        round, or `held` (reserved)."""
         if not held:
-            await self._slots.acquire()
+            await self._slots.take(owner)
         try:
             yield
         finally:
@@ -345,7 +347,7 @@ class TurnDriver:
             end_job=job,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
-        won = await asyncio.shield(asyncio.ensure_future(_patiently(write)))
+        won = await asyncio.shield(asyncio.ensure_future(patiently(write)))
         if won:
             _log_turn_end(task_id, result, self._started.pop(task_id, None))
             return None
@@ -376,22 +378,6 @@ async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TaskStor
         pass  # the store said so; the task keeps what it had
     except Exception:
         _log.exception("task %s: recording what its canceled turn had done failed", turn.task_id)
-
-
-async def _patiently(write: Callable[[], Any]) -> Any:
-    """`write()`, tried again while the store is out of reach, for `END_WRITE_PATIENCE_SECONDS`.
-    A guarded write is safe to repeat: one whose commit was lost with its connection loses the
-    second time (the task is terminal already)."""
-    deadline = time.monotonic() + END_WRITE_PATIENCE_SECONDS
-    delay = OUTAGE_RETRY_FIRST
-    while True:
-        try:
-            return await write()
-        except StoreUnavailable:
-            if time.monotonic() + delay > deadline:
-                raise
-        await asyncio.sleep(delay)
-        delay = min(delay * 2, OUTAGE_RETRY_MAX)
 
 
 def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> None:

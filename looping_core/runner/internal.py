@@ -10,6 +10,7 @@ from looping_core.runner._engine_runner import EngineRunner
 from looping_core.runner._local import LocalRunner
 from looping_core.runner._protocol import Runner
 from looping_core.runner._retention import cron_of, keep_pruning, run_retention
+from looping_core.runner._slots import FairSlots
 from looping_core.runner._turns import TurnDriver
 
 if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is the postgres extra
@@ -28,6 +29,7 @@ __all__ = [
     "EngineHooks",
     "EngineRunner",
     "EngineSchema",
+    "FairSlots",
     "JobEngine",
     "LocalRunner",
     "PushDeliverer",

@@ -33,6 +33,7 @@ from looping_core.server._edge import (
 )
 from looping_core.server._health import add_health_routes
 from looping_core.server._inspect import add_inspection_route
+from looping_core.server._limits import Limits
 from looping_core.server._methods import METHODS as DEFAULT_METHODS
 from looping_core.server._requests import request_ids
 from looping_core.server._rest import handle_rest
@@ -152,6 +153,7 @@ def _services(
                     store=runtime.store,
                     runner=runtime.runner,
                     jwks=jwks,
+                    limits=Limits.from_config(config),
                     streams=hub,
                     deliverer=runtime.deliverer,
                     runtime=runtime,

@@ -152,7 +152,9 @@ async def _dispatch(
 async def call_method(
     request: web.Request, services: Services, identity: Identity, call: RpcCall, method: Method
 ) -> Any:
-    """Parse the call's params into the method's type and run its handler (both bindings)."""
+    """Count the call against the caller's rates, parse its params into the method's type and
+    run its handler (both bindings)."""
+    services.limits.check_rate(identity)
     params = parse_params(call, method)
     task_id = _task_named(params)
     if task_id:

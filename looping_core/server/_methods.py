@@ -170,12 +170,16 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
         raise _invalid("params.message.role", "must be ROLE_USER")
     _check_message(params.message, "params.message", tenant.card.input_modes)
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
-    runner = context.services.runner
+    runner, limits = context.services.runner, context.services.limits
     # A new task whose turn can run at once is accepted and begun in one transaction.
     reserved = not params.message.task_id and await runner.reserve()
     try:
         start = await context.services.store.start_turn(
-            context.identity, params.message, push, begin=reserved
+            context.identity,
+            params.message,
+            push,
+            begin=reserved,
+            limits=limits.turns[context.identity.tenant],
         )
     except BaseException:
         if reserved:
@@ -188,7 +192,7 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
     if reserved:
         runner.release()
     if start.started:
-        runner.start(start.task.id)
+        runner.start(start.task.id, context.identity)
     return start
 
 

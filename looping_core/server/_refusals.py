@@ -9,7 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
-from looping_core.a2a import RpcError, Unavailable
+from looping_core.a2a import RateLimited, RpcError, TooManyTurns, Unavailable
 from looping_core.a2a.internal import (
     InternalError,
     InvalidParams,
@@ -20,6 +20,7 @@ from looping_core.a2a.internal import (
     UnsupportedOperation,
     spec_of,
 )
+from looping_core.server._limits import too_many_turns
 from looping_core.server._requests import Observed
 from looping_core.store import internal as store
 
@@ -76,6 +77,7 @@ _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = 
     store.TaskNotFound: lambda e: TaskNotFound(metadata={"taskId": e.task_id}),
     store.TaskNotCancelable: lambda e: TaskNotCancelable(metadata={"taskId": e.task_id}),
     store.TurnRefused: lambda e: UnsupportedOperation(str(e)),
+    store.TooManyTurns: too_many_turns,
     store.ContextMismatch: lambda e: InvalidParams(
         "params.message.contextId does not match the task's context",
         violations=[("params.message.contextId", "does not match the task's contextId")],
@@ -107,7 +109,7 @@ def rpc_error_of(refusal: store.StoreRefusal) -> RpcError:
 
 def error_headers(error: RpcError) -> dict[str, str]:
     """HTTP headers an error needs in either binding: the bearer challenge of a refused token,
-    and closing a connection whose body came too slowly."""
+    closing a connection whose body came too slowly, and when to try again."""
     headers = {}
     if isinstance(error, Unauthenticated):
         check = error.metadata.get("check", "token-missing")
@@ -119,6 +121,8 @@ def error_headers(error: RpcError) -> dict[str, str]:
         headers["Connection"] = "close"  # the rest of the body is not worth waiting for
     if isinstance(error, Unavailable):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    if isinstance(error, (RateLimited, TooManyTurns)):
+        headers["Retry-After"] = error.metadata["retryAfterSeconds"]
     return headers
 
 

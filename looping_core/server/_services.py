@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from looping_core.runner.internal import PushDeliverer, Runner
     from looping_core.server._connections import ConnectionGuard
     from looping_core.server._edge import Edge
+    from looping_core.server._limits import Limits
     from looping_core.server._runtime import Runtime
     from looping_core.server._streams import EventHub
     from looping_core.store.internal import TaskInspection, TaskStore
@@ -24,8 +25,8 @@ __all__ = ["SERVICES", "Services"]
 @attrs.frozen
 class Services:
     """The edge (cards, keys, token policy), the method table, the connection guard, the task
-    store, the runner, the gateways' key-set cache, and the event hub for streams (`None` when
-    `[streaming] enabled` is false)."""
+    store, the runner, the gateways' key-set cache, the limits, and the event hub for streams
+    (`None` when `[streaming] enabled` is false)."""
 
     edge: Edge
     methods: Mapping[str, Method]
@@ -33,6 +34,8 @@ class Services:
     store: TaskStore
     runner: Runner
     jwks: JwksCache
+    limits: Limits
+    """What one tenant or caller may take (`[limits]`)."""
     streams: EventHub | None = None
     deliverer: PushDeliverer | None = None
     runtime: Runtime | None = None

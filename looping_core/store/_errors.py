@@ -12,6 +12,7 @@ __all__ = [
     "StoreRefusal",
     "TaskNotCancelable",
     "TaskNotFound",
+    "TooManyTurns",
     "TurnRefused",
 ]
 
@@ -47,6 +48,16 @@ class TaskNotCancelable(StoreRefusal):
 
 class TurnRefused(StoreRefusal):
     """A follow-up turn the task cannot take now (it is terminal, or still working)."""
+
+
+class TooManyTurns(StoreRefusal):
+    """The caller, or its tenant, has `limit` turns accepted and not yet settled already."""
+
+    def __init__(self, scope: str, limit: int) -> None:
+        self.scope = scope
+        """`caller` or `tenant`: whose limit it is."""
+        self.limit = limit
+        super().__init__(f"the {scope} has {limit} turns waiting or running already")
 
 
 class ContextMismatch(StoreRefusal):

@@ -22,8 +22,9 @@ class JobAlreadyQueued(Exception):
 class JobHooks(Protocol):
     """Called on the store's thread, inside the writing transaction, with its connection."""
 
-    def turn_queued(self, connection: Any, task_id: str) -> None:
-        """The task's next turn waits to run. Raises `JobAlreadyQueued` if a job waits already."""
+    def turn_queued(self, connection: Any, task_id: str, priority: int = 0) -> None:
+        """The task's next turn waits to run, before waiting turns of a lower `priority`.
+        Raises `JobAlreadyQueued` if a job waits already."""
 
     def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
         """The outbox row `outbox_id` waits to be delivered (from `at`, µs since the epoch, when

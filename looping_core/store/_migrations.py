@@ -24,6 +24,7 @@ from looping_core.store._models import (
     PluginMigration,
     _Base,
 )
+from looping_core.store._rows import RUNNING
 
 __all__ = [
     "MIGRATIONS",
@@ -129,6 +130,16 @@ def _sealed_push_secrets(db: peewee.Database) -> None:
         db.execute_sql("ALTER TABLE push_configs ADD COLUMN secrets_key TEXT")  # type: ignore[no-untyped-call]
 
 
+def _unsettled_tasks(db: peewee.Database) -> None:
+    """Tasks not yet settled, by caller: the turn limits count them at every accept. Partial,
+    so it holds only the few tasks waiting or running, whatever the table holds."""
+    submitted, working = RUNNING
+    db.execute_sql(  # type: ignore[no-untyped-call]
+        "CREATE INDEX IF NOT EXISTS tasks_unsettled ON tasks (tenant, issuer, subject)"
+        f" WHERE state IN ({submitted}, {working})"
+    )
+
+
 SERVED_BY_ANOTHER_INDEX = (
     "artifacts_task_id",
     "task_events_task_id",
@@ -160,6 +171,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(9, "a finished turn's reply kept as its status message", _reply_in_status),
     Migration(10, "indexes another index already serves, dropped", _single_column_indexes),
     Migration(11, "push configs' secrets sealed at rest, by key", _sealed_push_secrets),
+    Migration(12, "unsettled tasks by caller, for the turn limits", _unsettled_tasks),
 )
 
 

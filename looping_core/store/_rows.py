@@ -139,13 +139,14 @@ class StoreBase:
         """Engine jobs a committed write of this process finished (`job_ended`)."""
         self._sql = database.execute
 
-    def _queue_turn(self, task_id: str) -> None:
-        """Hand the task's next turn to the job engine, in this transaction (store thread)."""
+    def _queue_turn(self, task_id: str, priority: int = 0) -> None:
+        """Hand the task's next turn to the job engine, in this transaction (store thread),
+        before the waiting turns of a lower `priority`."""
         if self._jobs is None:
             return
         try:
             with self._db.write():  # a savepoint: a refused defer leaves the rest intact
-                self._jobs.turn_queued(self._connection(), task_id)
+                self._jobs.turn_queued(self._connection(), task_id, priority)
         except JobAlreadyQueued:
             pass  # its waiting job runs the turn
 

@@ -18,7 +18,7 @@ from looping_core.a2a import (
     TaskStatusUpdateEvent,
 )
 from looping_core.contract import Identity
-from looping_core.store._errors import ContextMismatch, TurnRefused
+from looping_core.store._errors import ContextMismatch, TooManyTurns, TurnRefused
 from looping_core.store._events import Events
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
@@ -30,7 +30,30 @@ from looping_core.store._rows import (
     timestamp,
 )
 
-__all__ = ["BegunTurn", "TurnStart", "TurnStarts"]
+__all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
+
+_UNSETTLED = (
+    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0)"
+    f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
+)
+"""A tenant's unsettled tasks, and its caller's among them. The states are literals, as in the
+partial index `tasks_unsettled` (migration 12): a query with parameters there could not use it."""
+
+
+@attrs.frozen
+class TurnLimits:
+    """How many turns may be accepted and not yet settled (SUBMITTED or WORKING) at once: per
+    caller and per tenant (0: no limit). `fair`: count them even without limits, for the job
+    engine's order (a turn's job priority is minus its tenant's unsettled turns, so the engine
+    fetches one tenant's turns between another's instead of after them all)."""
+
+    caller: int = 0
+    tenant: int = 0
+    fair: bool = False
+
+    @property
+    def counted(self) -> bool:
+        return self.fair or self.caller > 0 or self.tenant > 0
 
 
 @attrs.frozen
@@ -64,19 +87,24 @@ class TurnStarts(Events, PushConfigs):
         push: TaskPushNotificationConfig | None,
         *,
         begin: bool = False,
+        limits: TurnLimits = TurnLimits(),
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
         to an interrupted one. A duplicate returns the first task and starts nothing.
 
         `begin`: a runner holds a slot for it, so a new task's turn begins in the same
         transaction (`TurnStart.begun`; no `begin_turn` then). The task returned is still the
-        one accepted (SUBMITTED), and its events are the same: WORKING is its first."""
+        one accepted (SUBMITTED), and its events are the same: WORKING is its first.
+        `limits`: a turn past them raises `TooManyTurns` and writes nothing (a duplicate still
+        returns its task). Counted in the transaction, so on PostgreSQL accepts racing each
+        other may pass a limit by as many as race."""
+        args = (caller, message, push, begin, limits)
         try:
-            start = await self._db.run(self._start_turn, caller, message, push, begin)
+            start = await self._db.run(self._start_turn, *args)
         except peewee.IntegrityError:
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
-            start = await self._db.run(self._start_turn, caller, message, push, begin)
+            start = await self._db.run(self._start_turn, *args)
         if start.begun is not None or (start.started and message.task_id):
             self._events_written(start.task.id)  # the turn's WORKING, the follow-up's SUBMITTED
         return start
@@ -87,6 +115,7 @@ class TurnStarts(Events, PushConfigs):
         message: Message,
         push: TaskPushNotificationConfig | None,
         begin: bool,
+        limits: TurnLimits,
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
@@ -100,10 +129,18 @@ class TurnStarts(Events, PushConfigs):
                 self._check_follow_up(message, head)
                 joined = head.state in RUNNING
                 if not joined:
+                    priority = self._within(limits, scope)
                     self._begin_next_turn(head, message.message_id, stamp)
-                    self._queue_turn(head.id)
+                    self._queue_turn(head.id, priority)
                 task_id, context_id = head.id, head.context_id
             else:
+                try:
+                    priority = self._within(limits, scope)
+                except TooManyTurns:
+                    duplicate = self._first_turn_of(scope, message.message_id)
+                    if duplicate is None:
+                        raise
+                    return duplicate
                 task_id = new_id()
                 context_id = message.context_id or new_id()
                 state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
@@ -137,7 +174,7 @@ class TurnStarts(Events, PushConfigs):
                         raise peewee.IntegrityError("the message's task is gone; try again")
                     return duplicate
                 if not begin:
-                    self._queue_turn(task_id)
+                    self._queue_turn(task_id, priority)
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
             self._sql(
                 "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
@@ -158,6 +195,19 @@ class TurnStarts(Events, PushConfigs):
             working = self._working_event(task_id, context_id, 1, stamp)
             begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
             return TurnStart(task, True, begun=begun)
+
+    def _within(self, limits: TurnLimits, scope: tuple[str, str, str]) -> int:
+        """Check that one more turn is within `limits` (`TooManyTurns` if not); its job's
+        priority: minus the tenant's unsettled turns."""
+        if not limits.counted:
+            return 0
+        tenant, issuer, subject = scope
+        tenant_turns, caller_turns = self._sql(_UNSETTLED, (issuer, subject, tenant)).fetchone()
+        if limits.caller and caller_turns >= limits.caller:
+            raise TooManyTurns("caller", limits.caller)
+        if limits.tenant and tenant_turns >= limits.tenant:
+            raise TooManyTurns("tenant", limits.tenant)
+        return -int(tenant_turns)
 
     def _first_turn_of(self, scope: tuple[str, str, str], message_id: str) -> TurnStart | None:
         """The task a message already started or joined (a duplicate starts nothing), or `None`

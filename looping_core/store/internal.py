@@ -12,6 +12,7 @@ from looping_core.store._errors import (
     StoreRefusal,
     TaskNotCancelable,
     TaskNotFound,
+    TooManyTurns,
     TurnRefused,
 )
 from looping_core.store._events import TaskEvent
@@ -36,7 +37,7 @@ from looping_core.store._secrets import PushSecrets, SecretsUnreadable
 from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
-from looping_core.store._turn_starts import BegunTurn, TurnStart
+from looping_core.store._turn_starts import BegunTurn, TurnLimits, TurnStart
 from looping_core.store._unreachable import (
     StoreError,
     StoreUnavailable,
@@ -71,6 +72,8 @@ __all__ = [
     "TaskNotCancelable",
     "TaskNotFound",
     "TaskStore",
+    "TooManyTurns",
+    "TurnLimits",
     "TurnRefused",
     "TurnStart",
     "adopt_node",

@@ -29,10 +29,12 @@ from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
 from support.served import wait_for
-from support.serving import RunningAgent, start_agent
+from support.serving import UNLIMITED, RunningAgent, start_agent
 
-FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n"
-PATIENT = """
+FAST_PUSH = "[push]\nbackoff_seconds = 0.01\nbackoff_max_seconds = 0.05\n" + UNLIMITED
+PATIENT = (
+    UNLIMITED
+    + """
 [tenants.patient]
 agent = "support.agents:EchoAgent"
 allow_configless = true
@@ -42,6 +44,7 @@ name = "Patient"
 description = "Waits long."
 skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"] }]
 """
+)
 
 
 def strict(document: Any, proto: type) -> Any:

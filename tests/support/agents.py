@@ -89,6 +89,26 @@ class HoldingAgent(Agent):
         )
 
 
+class SteadyAgent(Agent):
+    """`steady:<folder>:<seconds>`: works like a model-driven turn, across processes: writes a
+    line with its task id to `<folder>/runs` as it begins (one per run of the agent), waits
+    half of `seconds`, says what it does (a store write in the middle of the turn), waits the
+    other half, and completes."""
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        _, folder, seconds = text_of(turn).split(":")
+        line = f"{turn.task_id}\n".encode()
+        descriptor = os.open(Path(folder) / "runs", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(descriptor, line)  # one write: whole lines, whichever process
+        finally:
+            os.close(descriptor)
+        await asyncio.sleep(float(seconds) / 2)
+        await turn.progress(TextBlock("halfway"))
+        await asyncio.sleep(float(seconds) / 2)
+        return TurnResult(reply=(TextBlock("done"),))
+
+
 class ProgressAgent(Agent):
     """`steps:<key>`: says what it does, streams an artifact in three quick chunks, says more,
     then holds until `RELEASE[key]` is set (`steps:file:<path>`: until the file exists, for

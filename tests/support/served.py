@@ -18,6 +18,14 @@ TESTS = Path(__file__).parents[1]
 KEY_VARIABLE = "LPT_SERVED_KEY"
 
 
+NO_LIMITS = (
+    "caller_turns",
+    "tenant_turns",
+    "caller_requests_per_second",
+    "tenant_requests_per_second",
+)
+
+
 def write_config(
     path: Path,
     port: int,
@@ -41,6 +49,9 @@ backoff_max_seconds = 0.2
 """ + tenant_toml(
         "bob", "support.agents:HoldingAgent", "allow_configless = true\nmax_wait_seconds = 2"
     )
+    # These tests flood one caller on purpose (hundreds of turns at once): [limits] has tests
+    # of its own (tests/server/test_limits.py).
+    extra += "[limits]\n" + "".join(f"{key} = 0\n" for key in NO_LIMITS)
     extra += more
     path.write_text(
         config_toml(

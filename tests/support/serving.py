@@ -46,6 +46,16 @@ skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"]
 """The edge tests' tenants: alice (echoes, asks, refuses, raises), bob (holds turns until told),
 sdk (takes clients without a push config)."""
 
+UNLIMITED = """
+[limits]
+caller_turns = 0
+tenant_turns = 0
+caller_requests_per_second = 0
+tenant_requests_per_second = 0
+"""
+"""For tests that send more at once, or poll faster, than `[limits]` allows a caller on purpose
+(fifty duplicates together, a state polled every 20 ms): the limits have tests of their own."""
+
 
 @attrs.define
 class RunningAgent:
