@@ -62,6 +62,11 @@ HERE = Path(__file__).parent
 ROOT = HERE.parent
 LOOPING = str(Path(sys.executable).with_name("looping"))
 ENGINE = """
+[limits]
+caller_turns = 1000000
+tenant_turns = 1000000
+caller_requests_per_second = 1000000000
+tenant_requests_per_second = 1000000000
 [runner]
 concurrency = {concurrency}
 on_restart = "resume"

@@ -145,6 +145,17 @@ async def python_load(
     return Result(len(latencies), elapsed, p50 * 1000, p99 * 1000, failed, reused)
 
 
+HIGH_LIMITS = """
+[limits]
+caller_turns = 1000000
+tenant_turns = 1000000
+caller_requests_per_second = 1000000000
+tenant_requests_per_second = 1000000000
+"""
+"""One caller sends every call: `[limits]` is set too high to refuse any, not off, so the run
+still pays for its checks (a token bucket per call, the store's count per accepted turn)."""
+
+
 def envelope(request: Request, message_id: str) -> dict[str, object]:
     """The JSON-RPC body `send_message.lua` builds too."""
     configuration: dict[str, object] = {"returnImmediately": True}
@@ -360,6 +371,7 @@ async def _bench_looping(
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
         .replace("sqlite:///looping.db", store)
         + "\n[runner]\nconcurrency = 64\n"
+        + HIGH_LIMITS
         + (f"\n[observability]\nmetrics_port = {unused_port()}\n" if args.metrics else "")
     )  # fmt: skip
     environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))

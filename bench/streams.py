@@ -70,6 +70,11 @@ gateway_origins = ["{gateway.origin}"]
 url = "sqlite:///{folder / "looping.db"}"
 [runner]
 concurrency = 256
+[limits]
+caller_turns = 1000000
+tenant_turns = 1000000
+caller_requests_per_second = 1000000000
+tenant_requests_per_second = 1000000000
 [streaming]
 poll_seconds = {poll_seconds}
 max_streams_per_caller = {streams}

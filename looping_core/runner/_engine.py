@@ -399,6 +399,7 @@ class JobEngine:
         # second, then two) before the next, long enough to time the worker out again: they
         # are all tried here at once, and the broken ones replaced.
         await self._connector.pool.check()
+        await self._beat_for_draining()
         self._down.discard(name)
         run = asyncio.create_task(worker.run(), name=f"{name}-run")
         self._live_workers[worker] = run
@@ -415,6 +416,14 @@ class JobEngine:
             run.result()  # its failure, if it failed
             return
         run.add_done_callback(_drained)
+
+    async def _beat_for_draining(self) -> None:
+        """Say that this process's draining workers live, before a new worker starts: it
+        begins by pruning workers whose heartbeat is older than `stalled_after_seconds`, and
+        an outage that long would have their turns, still running here, run again elsewhere."""
+        for worker in list(self._live_workers):
+            if worker.worker_id is not None:
+                await self.app.job_manager.update_heartbeat(worker.worker_id)
 
     @property
     def running(self) -> bool:
@@ -448,6 +457,8 @@ class JobEngine:
                     "a job worker did not stop within %g s; shutting down without it",
                     SHUTDOWN_GRACE_SECONDS + STOP_PATIENCE_SECONDS,
                 )
+            except Exception as exc:  # a draining worker's own end (its store went away)
+                _log.info("a job worker stopped uncleanly: %s", _one_line(exc))
 
     async def abort_turn(self, task_id: str) -> None:
         """Stop the turn of `task_id` wherever it runs (its task was canceled)."""

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from looping_core.runner._delivery import PushDeliverer
 from looping_core.runner._engine_runner import EngineRunner
 from looping_core.runner._local import LocalRunner
+from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS
 from looping_core.runner._protocol import Runner
 from looping_core.runner._retention import cron_of, keep_pruning, run_retention
 from looping_core.runner._slots import FairSlots
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is th
 
 __all__ = [
     "JOB_QUEUES",
+    "OUTAGE_PATIENCE_SECONDS",
     "EngineHooks",
     "EngineRunner",
     "EngineSchema",

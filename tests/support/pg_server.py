@@ -54,6 +54,18 @@ class PostgresServer:
         """`pg_ctl stop -m mode`: `fast` ends every session (a routine restart)."""
         self._run("pg_ctl", "-D", str(self._data), "-m", mode, "-w", "stop")
 
+    def stop_surely(self, mode: str = "fast", patience: int = 15) -> str:
+        """Stop it as `mode` says, or immediately if that takes longer than `patience` seconds
+        (a fast shutdown waits for its checkpoint, which a loaded machine may stretch); the
+        mode it took."""
+        command = [*self._prefix, str(self._binaries / "pg_ctl"), "-D", str(self._data),
+                   "-m", mode, "-t", str(patience), "-w", "stop"]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        if result.returncode == 0:
+            return mode
+        self.stop("immediate")
+        return "immediate"
+
     def remove(self) -> None:
         with contextlib.suppress(BaseException):
             self.stop("immediate")
