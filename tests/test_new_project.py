@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
-from looping_core.plugin_template import core_source
+from looping_core.plugin_template import CI_PLACEHOLDER, core_source
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
@@ -58,8 +58,14 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
     source = core_source()
     assert source.path is not None  # this suite runs on a clone: not from an index
     assert f"'{source.path}[openai]'" in install  # so the project installs this very one
-    assert f"'{source.path}[openai]'" in (project / ".github/workflows/ci.yml").read_text()
+    # No CI runner can reach that folder: the CI's line is marked for the user, who is told.
+    ci = (project / ".github/workflows/ci.yml").read_text()
+    assert f"pip install 'looping-core[openai] @ {CI_PLACEHOLDER}' -e '.[test]'" in ci
+    assert "# FILL IN: looping-core was installed from a folder" in ci
+    assert str(source.path) not in ci.replace(f"({source.path})", "")
     assert install in made.stdout  # `looping new` says what to run next
+    assert "ci.yml needs one line filled in" in made.stdout
+    assert "https://pypi.org" not in readme  # no link to a page that may not exist
 
     # The own-agent tutorial shows these very commands (its path a placeholder).
     tutorial = (Path(__file__).parent.parent / "docs" / "own-agent.md").read_text()

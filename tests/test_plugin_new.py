@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from looping_core.plugin_template import core_source
+from looping_core.plugin_template import CI_PLACEHOLDER, core_source
 from looping_core.testing import ed25519_private_jwk
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
@@ -34,7 +34,10 @@ def test_a_new_plugin_installs_and_passes_its_own_tests(looping_cli: Cli, tmp_pa
     assert core.path is not None
     install = f"pip install -e '{core.path}' -e '.[test]'"
     assert install in (plugin / "README.md").read_text()
-    assert install in (plugin / ".github/workflows/ci.yml").read_text()
+    ci = (plugin / ".github/workflows/ci.yml").read_text()
+    assert f"pip install 'looping-core @ {CI_PLACEHOLDER}' -e '.[test]'" in ci
+    assert "# FILL IN" in ci
+    assert "ci.yml needs one line filled in" in made.stdout
     # The plugin tutorial shows these commands (its path a placeholder) and this very module.
     tutorial = (Path(__file__).parent / ".." / "docs" / "plugin-tutorial.md").read_text()
     shown = tutorial.split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()

@@ -19,7 +19,7 @@ from looping_core.cli._common import (
 from looping_core.cli._main import main
 from looping_core.config import load_config, resolve_config_path
 from looping_core.modelserver import DEFAULT_PORT, ModelServer, TestModel, load_model, serve_model
-from looping_core.plugin_template import write_plugin
+from looping_core.plugin_template import ci_fill_in, core_source, write_plugin
 from looping_core.plugins import list_plugins
 from looping_core.project_template import write_project
 
@@ -82,6 +82,16 @@ def new(name: str, into: Path) -> None:
     click.echo(f"  cd {target}")
     for line in _commands(target / "README.md", "## Install and test"):
         click.echo(f"  {line}")
+    _say_ci_fill_in(target)
+
+
+def _say_ci_fill_in(target: Path) -> None:
+    """When the generated CI cannot install looping-core as it is installed here, say so."""
+    source = core_source()
+    if not source.reachable:
+        click.echo(f"note: {target / '.github/workflows/ci.yml'} needs one line filled in:")
+        for line in ci_fill_in(source):
+            click.echo(f"  {line}")
 
 
 def _commands(readme: Path, heading: str) -> list[str]:
@@ -106,6 +116,7 @@ def plugin_new(name: str, into: Path) -> None:
     """Write a new plugin distribution NAME: entry point, hooks, a tool, tests, CI."""
     target = write_plugin(name, into)
     click.echo(f"wrote {target}; its README says how to install and test it")
+    _say_ci_fill_in(target)
 
 
 @main.group()

@@ -10,13 +10,21 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from looping_core.errors import LoopingError
-from looping_core.plugin_template._source import CoreSource, core_source
+from looping_core.plugin_template._source import (
+    CI_PLACEHOLDER,
+    CoreSource,
+    core_link,
+    core_source,
+)
 
 __all__ = [
+    "CI_PLACEHOLDER",
     "CoreSource",
     "PluginTemplateError",
     "check_name",
+    "ci_fill_in",
     "core_source",
+    "install_words",
     "render",
     "write_plugin",
 ]
@@ -42,18 +50,43 @@ class PluginTemplateError(LoopingError):
 def write_plugin(name: str, into: Path) -> Path:
     """Write plugin distribution `name` into `into/name`; returns that folder."""
     check_name(name, "plugin", "my-tools", PluginTemplateError)
-    core = core_source().pip_argument()
+    source = core_source()
     words = {
         "name": name,
         "package": name.replace("-", "_"),
         "family": name,
-        "core": f" {core}" if core else "",
+        **install_words(source, ""),
     }
     target = render(_HERE, _FILES, words, into / name, PluginTemplateError)
     (target / "src" / words["package"] / "__init__.py").write_text(
         f'"""The {name} plugin for looping-core."""\n'
     )
     return target
+
+
+def install_words(source: CoreSource, extras: str) -> dict[str, str]:
+    """The templates' words for installing looping-core: `$core` here, `$ci_core` on a CI
+    runner, and `$ci_note`, the comment that marks a CI line the user must fill in."""
+    core, ci_core = source.pip_argument(extras), source.ci_argument(extras)
+    note = ""
+    if not source.reachable:
+        note = "".join(f"      # {line}\n" for line in ci_fill_in(source))
+    return {
+        "core_link": core_link(),
+        "core": f" {core}" if core else "",
+        "ci_core": f" {ci_core}" if ci_core else "",
+        "ci_note": note,
+    }
+
+
+def ci_fill_in(source: CoreSource) -> list[str]:
+    """What the user must do to the generated CI's install line (and `looping new` says)."""
+    return [
+        f"FILL IN: looping-core was installed from a folder ({source.path}),",
+        f"which no CI runner can reach. In the install line, replace {CI_PLACEHOLDER}",
+        "with where a runner can get it (such as git+https://github.com/OWNER/looping-core@COMMIT),",
+        "or drop that requirement once looping-core is on your package index.",
+    ]
 
 
 def check_name(name: str, kind: str, example: str, error: type[LoopingError]) -> None:

@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 
 from looping_core.errors import LoopingError
-from looping_core.plugin_template import check_name, core_source, render
+from looping_core.plugin_template import check_name, core_source, install_words, render
 
 __all__ = ["ProjectTemplateError", "write_project"]
 
@@ -48,12 +48,11 @@ def write_project(name: str, into: Path) -> Path:
             f"{name!r} would be the package {package!r}, which is already importable here "
             "(another module's name); choose another name"
         )
-    core = core_source().pip_argument("openai")
     words = {
         "name": name,
         "package": package,
         "cls": _class_name(name),
-        "core": f" {core}" if core else "",
+        **install_words(core_source(), "openai"),
     }
     target = render(_HERE, _FILES, words, into / name, ProjectTemplateError)
     (target / "src" / package / "__init__.py").write_text(f'"""The {name} agent."""\n')
