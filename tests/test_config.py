@@ -97,3 +97,36 @@ def test_secret_ref_never_shows_a_value() -> None:
 def test_secret_ref_refuses_anything_but_env_indirection(text: str) -> None:
     with pytest.raises(ValueError):  # noqa: PT011 - both messages are checked elsewhere
         SecretRef.parse(text)
+
+
+def problems_of(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(text)
+    return list(raised.value.problems)
+
+
+def test_a_tenant_without_a_card_is_told_every_field_at_once_with_an_example() -> None:
+    [problem] = problems_of('[tenants.counter]\nagent = "my_agents:Counter"\n')
+    assert problem.endswith("@ $.tenants.counter.card")
+    for field in ("name", "description", "at least one skill", "card = {", 'tags = ["text"]'):
+        assert field in problem
+
+
+def test_a_card_missing_some_fields_is_told_them_all_with_the_other_problems() -> None:
+    problems = problems_of(
+        '[tenants.counter]\nagent = "my_agents:Counter"\nmax_wait = 3\n'
+        '[tenants.counter.card]\nname = "Counter"\n'
+    )
+    assert len(problems) == 2
+    assert "missing: description, skills" in problems[0]
+    assert problems[0].endswith("@ $.tenants.counter.card")
+    assert "max_wait" in problems[1]  # not hidden by the card's
+
+
+def test_a_skill_missing_fields_is_told_them_all() -> None:
+    [problem] = problems_of(
+        '[tenants.counter]\nagent = "my_agents:Counter"\n[tenants.counter.card]\n'
+        'name = "C"\ndescription = "D"\nskills = [{ id = "count" }]\n'
+    )
+    assert "missing: name, description, tags" in problem
+    assert problem.endswith("@ $.tenants.counter.card.skills[0]")

@@ -4,12 +4,16 @@ and calls its typed tool, with the tutorial's test model."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from aiohttp.test_utils import unused_port
 
+from looping_core.a2a import generate_signing_key
 from looping_core.agent import ModelRequest
 from looping_core.content import TextBlock, ToolResultMessage
 from looping_core.testing import AgentHarness, FunctionModel, ModelReply, TestModel, ToolCall
@@ -27,6 +31,12 @@ def _marked_block(page: Path, marker: str) -> str:
 def test_the_front_page_shows_the_tutorials_agent() -> None:
     readme, tutorial = (_marked_block(page, "own-agent") for page in SHOWN_IN)
     assert readme == tutorial
+    configs = (
+        re.search(r"<!-- own-agent-config -->\n```toml\n(.*?)\n```", page.read_text(), re.S)
+        for page in SHOWN_IN
+    )
+    readme_config, tutorial_config = (found.group(1) for found in configs if found is not None)
+    assert readme_config == tutorial_config
 
 
 @pytest.fixture
@@ -64,3 +74,53 @@ def test_the_readme_tool_is_still_the_function(my_agents: str) -> None:
         "required": ["text"],
         "additionalProperties": False,
     }
+
+
+def _readme_block(marker: str, language: str) -> str:
+    found = re.search(
+        rf"<!-- {marker} -->\n```{language}\n(.*?)\n```", SHOWN_IN[0].read_text(), re.S
+    )
+    assert found is not None, marker
+    return found.group(1)
+
+
+@pytest.mark.slow
+def test_the_readme_agent_serves_from_a_fresh_folder_as_shown(tmp_path: Path) -> None:
+    """The README's three blocks, and nothing else: its module and its config saved in a new
+    folder, its commands run there (on free ports instead of the usual ones), with the venv's
+    `looping` on the PATH. The config's module is found beside it, from any folder."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "my_agents.py").write_text(_readme_block("own-agent", "python"))
+    port, gateway_port, model_port = unused_port(), unused_port(), unused_port()
+    config = _readme_block("own-agent-config", "toml")
+    for old, new in (("port = 8080", f"port = {port}"),
+                     ("127.0.0.1:9000", f"127.0.0.1:{gateway_port}"),
+                     ("127.0.0.1:11434", f"127.0.0.1:{model_port}")):  # fmt: skip
+        assert old in config, old
+        config = config.replace(old, new)
+    (project / "looping.toml").write_text(config)
+    commands = _readme_block("own-agent-commands", "sh")
+    assert "looping model serve &" in commands
+    commands = commands.replace(
+        "looping model serve &", f"looping model serve --port {model_port} &"
+    )
+    env = {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + commands
+    ran = subprocess.run(
+        ["bash", "-c", script], cwd=project, env=env, capture_output=True, text=True,
+        check=False, timeout=180,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "\nTASK_STATE_COMPLETED  task " in ran.stdout, ran.stdout
+    assert "count_words" in ran.stdout  # the local endpoint had the agent call its tool
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env["A2A_SIGNING_KEY"] = json.dumps(generate_signing_key("agent-key"))
+    checked = subprocess.run(
+        ["looping", "check", "--config", str(project / "looping.toml")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "Tenants: counter." in checked.stdout

@@ -7,8 +7,11 @@ import difflib
 import enum
 import importlib
 import os
+import sys
 import uuid
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -197,6 +200,23 @@ class Agent(abc.ABC):
             await model.aclose()
 
 
+def _import_agent_module(module_name: str, beside: Path | None) -> ModuleType:
+    """The module, from the installed ones first, then from `beside` if it is there (its folder
+    goes on `sys.path`, after the installed packages, only then)."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        top = module_name.split(".", maxsplit=1)[0]
+        if beside is None or exc.name != top:
+            raise
+        if not ((beside / f"{top}.py").is_file() or (beside / top / "__init__.py").is_file()):
+            raise
+        if str(beside) not in sys.path:
+            sys.path.append(str(beside))
+        importlib.invalidate_caches()
+        return importlib.import_module(module_name)
+
+
 class AgentLoadError(ProblemsError):
     """A tenant's `agent` cannot be imported or is not an `Agent` subclass; `problems` lists
     every reason when several tenants' agents fail."""
@@ -206,18 +226,21 @@ class AgentLoadError(ProblemsError):
         super().__init__(message)
 
 
-def load_agent_class(tenant: str, reference: str) -> type[Agent]:
-    """Import `"package.module:ClassName"`; `AgentLoadError` naming the tenant and the fix."""
+def load_agent_class(tenant: str, reference: str, *, beside: Path | None = None) -> type[Agent]:
+    """Import `"package.module:ClassName"`; `AgentLoadError` naming the tenant and the fix.
+    `beside`: the config file's folder, where a module no installed distribution provides is
+    looked for (`my_agents.py` next to `looping.toml`), wherever `looping` runs from."""
     module_name, _, attribute = reference.partition(":")
     where = f"tenants.{tenant}.agent"
     try:
-        module = importlib.import_module(module_name)
+        module = _import_agent_module(module_name, beside)
     except LoopingError as exc:  # the module's own mistake, said by core (a tool's hints, ...)
         raise AgentLoadError(f"{where}: importing {module_name!r} failed: {exc}") from exc
     except Exception as exc:
+        folder = f", put it in {beside}," if beside is not None else ""
         raise AgentLoadError(
             f"{where}: cannot import {module_name!r} ({type(exc).__name__}: {exc}); install the "
-            "distribution that provides it or fix the module path"
+            f"distribution that provides it{folder} or fix the module path"
         ) from exc
     target: object = module
     for part in attribute.split("."):

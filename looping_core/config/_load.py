@@ -302,8 +302,56 @@ def _parse_tenants(raw: object, problems: list[str]) -> dict[str, TenantConfig]:
                 f"starting with a letter or digit @ {path}"
             )
             continue
+        # The card's missing keys all at once, in place of cattrs' first one in each table.
+        missing = _missing_card_fields(table, f"{path}.card")
         tenant, tenant_problems = _structure(table, TenantConfig, path)
-        problems.extend(tenant_problems)
+        if missing:
+            said = f"required field missing @ {path}.card"
+            tenant_problems = [p for p in tenant_problems if not p.startswith(said)]
+        problems.extend(missing + tenant_problems)
         if tenant is not None:
             tenants[tenant_id] = tenant
     return tenants
+
+
+CARD_EXAMPLE = (
+    'name = "Counter", description = "Counts the words of what you send.", skills = [{ id = '
+    '"count", name = "Count words", description = "Counts the words in a text.", tags = ["text"] }]'
+)
+"""A whole tenant card, as an inline TOML table's keys: what a problem about one shows."""
+
+
+def _missing_card_fields(table: object, path: str) -> list[str]:
+    """Every required key a tenant's card lacks, in one problem per table, with an example:
+    a card written from scratch is then fixed in one round, not one key at a time."""
+    if not isinstance(table, dict):
+        return []
+    card = table.get("card")
+    if card is None:
+        return [
+            "a tenant needs a card (what callers are shown): a [...card] table with name, "
+            f"description and at least one skill, such as card = {{ {CARD_EXAMPLE} }} @ {path}"
+        ]
+    if not isinstance(card, dict):
+        return []  # the wrong type: said by the structuring
+    problems = []
+    lacking = [key for key in ("name", "description") if key not in card]
+    if lacking and not card.get("skills"):
+        lacking.append("skills")  # (alone, it is the card checks' to say)
+    if lacking:
+        problems.append(
+            f"a card needs name, description and at least one skill; missing: "
+            f"{', '.join(lacking)} (a whole card: {CARD_EXAMPLE}) @ {path}"
+        )
+    skills = card.get("skills")
+    for index, skill in enumerate(skills if isinstance(skills, list) else []):
+        if not isinstance(skill, dict):
+            continue
+        absent = [key for key in ("id", "name", "description", "tags") if key not in skill]
+        if absent and absent != ["tags"]:  # (tags alone: the card checks')
+            problems.append(
+                f"a skill needs id, name, description and tags; missing: {', '.join(absent)} "
+                '(such as { id = "count", name = "Count words", description = "Counts the '
+                f'words in a text.", tags = ["text"] }}) @ {path}.skills[{index}]'
+            )
+    return problems

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
 
@@ -247,7 +248,7 @@ def build_agents(
     agent_problems: list[str] = []
     for tenant_id, tenant in config.tenants.items():
         try:
-            agent_class = load_agent_class(tenant_id, tenant.agent)
+            agent_class = load_agent_class(tenant_id, tenant.agent, beside=_folder_of(config))
             if model_problems:
                 continue  # imported, so a wrong reference shows; made once its models are
             agents[tenant_id] = agent_class(
@@ -361,3 +362,9 @@ def _host_node() -> str:
         node,
     )
     return node
+
+
+def _folder_of(config: Config) -> Path | None:
+    """The folder of the config's file (where its agents' modules may be), if it came from one."""
+    path = Path(config.source)
+    return path.resolve().parent if path.is_file() else None
