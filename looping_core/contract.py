@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SUBTASK_STATES",
+    "ConfigPath",
     "Identity",
     "ModelProvider",
     "PluginInfo",
@@ -60,6 +61,14 @@ def _check_sentence(instance: object, attribute: attrs.Attribute[str], value: st
         raise ValueError(
             f"{type(instance).__name__}.{attribute.name} must be one non-empty line of text"
         )
+
+
+class ConfigPath(str):
+    """A file or folder a plugin's settings name (type a config field with it): a relative one
+    is the config file's folder's, made absolute as the settings are read, wherever `looping`
+    runs from. A default of `ConfigPath(".")` is that folder itself."""
+
+    __slots__ = ()
 
 
 @attrs.frozen(repr=False)

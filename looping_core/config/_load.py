@@ -49,7 +49,7 @@ from looping_core.config._model import (
     StubCardConfig,
     TenantConfig,
 )
-from looping_core.contract import SecretRef
+from looping_core.contract import ConfigPath, SecretRef
 from looping_core.errors import ConfigError
 
 __all__ = ["load_config", "parse_config", "resolve_config_path", "structure_plugin_config"]
@@ -64,6 +64,13 @@ def _make_converter() -> cattrs.Converter:
         return SecretRef.parse(value)
 
     converter.register_structure_hook(SecretRef, structure_secret)
+
+    def structure_path(value: object, _: type) -> ConfigPath:
+        if not isinstance(value, str) or not value or "\x00" in value:
+            raise ValueError("expected a path (a non-empty string)")
+        return ConfigPath(value)
+
+    converter.register_structure_hook(ConfigPath, structure_path)
 
     def structure_date(value: object, _: type) -> datetime.date:
         if isinstance(value, datetime.datetime) or not isinstance(value, datetime.date):
@@ -86,19 +93,48 @@ def _structure(data: Any, type_: type[Any], path: str) -> tuple[Any, list[str]]:
 
 
 def structure_plugin_config(
-    raw: Mapping[str, Any], config_type: type[Any] | None, path: str
+    raw: Mapping[str, Any], config_type: type[Any] | None, path: str, folder: Path | None = None
 ) -> tuple[Any, list[str]]:
     """Structure one `[plugins.<key>]` table into the plugin's config type.
 
     Returns `(config, problems)`; problems are `problem @ $.plugins.<key>...` lines. A plugin
-    without a config type accepts only an absent or empty table.
+    without a config type accepts only an absent or empty table. `folder`: the config file's,
+    against which relative `ConfigPath` values (defaults included) are made absolute.
     """
     if config_type is None:
         if raw:
             keys = ", ".join(sorted(raw))
             return None, [f"this plugin takes no settings, found ({keys}) @ {path}"]
         return None, []
-    return _structure(dict(raw), config_type, path)
+    value, problems = _structure(dict(raw), config_type, path)
+    if value is not None and folder is not None:
+        value = _resolved(value, folder)
+    return value, problems
+
+
+def _resolved(value: Any, folder: Path) -> Any:
+    """`value` with every relative `ConfigPath` in it (through attrs instances, mappings and
+    tuples) made absolute against `folder`."""
+    if isinstance(value, ConfigPath):
+        return value if Path(value).is_absolute() else ConfigPath(folder / value)
+    if attrs.has(type(value)):
+        changes = {}
+        for field in attrs.fields(type(value)):
+            if not field.init:
+                continue
+            current = getattr(value, field.name)
+            resolved = _resolved(current, folder)
+            if resolved is not current:
+                changes[field.alias or field.name] = resolved
+        return attrs.evolve(value, **changes) if changes else value
+    if isinstance(value, Mapping):
+        items = {key: _resolved(item, folder) for key, item in value.items()}
+        return items if any(items[key] is not item for key, item in value.items()) else value
+    if isinstance(value, tuple):
+        resolved_items = tuple(_resolved(item, folder) for item in value)
+        changed = any(a is not b for a, b in zip(resolved_items, value, strict=True))
+        return resolved_items if changed else value
+    return value
 
 
 def resolve_config_path(

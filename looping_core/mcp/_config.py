@@ -10,7 +10,7 @@ from typing import Literal
 
 import attrs
 
-from looping_core.contract import SecretRef
+from looping_core.contract import ConfigPath, SecretRef
 
 __all__ = [
     "McpConfig",
@@ -27,6 +27,10 @@ _FAMILY = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,30}$")
 
 
+CONFIG_FOLDER = ConfigPath(".")
+"""A stdio server's folder unless its `cwd` says: the config file's."""
+
+
 @attrs.frozen
 class McpServerConfig:
     """One MCP server: how to reach it (`command` for stdio, or `url` for Streamable HTTP), the
@@ -39,7 +43,10 @@ class McpServerConfig:
     env: Mapping[str, str] = attrs.field(factory=dict)
     """The stdio server's environment beyond a safe default (PATH, HOME, ...); a value may be
     `env:NAME`, read from this process's environment."""
-    cwd: str | None = None
+    cwd: ConfigPath = CONFIG_FOLDER
+    """The stdio server's folder: by default the config file's (a relative one is taken from
+    there too), so `command = "./server.py"` or `args = ["server.py"]` mean the file beside
+    `looping.toml`, wherever `looping` runs from."""
     url: str | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
     """HTTP headers for every request (`Authorization`, ...); a value may be `env:NAME`."""
@@ -100,8 +107,8 @@ def config_problems(config: McpConfig, environ: Mapping[str, str]) -> list[str]:
             problems.append(f"{_where(name, 'url')} must be an http:// or https:// URL")
         if server.command is not None and not server.command.strip():
             problems.append(f"{_where(name, 'command')} is empty: name the program to run")
-        if server.command is None and (server.args or server.env or server.cwd):
-            problems.append(f"{_where(name)}: `args`, `env` and `cwd` are for a stdio `command`")
+        if server.command is None and (server.args or server.env):
+            problems.append(f"{_where(name)}: `args` and `env` are for a stdio `command`")
         if server.url is None and server.headers:
             problems.append(f"{_where(name)}: `headers` are for a server reached by `url`")
         if not _FAMILY.match(server.tool_family):

@@ -57,8 +57,11 @@ async def stdio_streams(
     """Start `server`'s command and yield the (read, write) streams a `ClientSession` takes;
     on exit, stop the server and everything it started."""
     assert server.command is not None  # checked with the config
+    command = server.command
+    if os.sep in command and not os.path.isabs(command):
+        command = os.path.join(server.cwd, command)  # a path: from its folder, not from ours
     process = await anyio.open_process(
-        [server.command, *server.args],
+        [command, *server.args],
         env=get_default_environment() | resolved(server.env, environ),
         cwd=server.cwd,
         stderr=sys.stderr,

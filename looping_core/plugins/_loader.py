@@ -18,6 +18,7 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -317,7 +318,11 @@ def _plugin_config(
     info: PluginInfo, config: Config, source: Provenance, problems: Collector
 ) -> Any:
     raw = config.plugins.settings.get(source.plugin, {})
-    value, errors = structure_plugin_config(raw, info.config_type, f"$.plugins.{source.plugin}")
+    source_file = Path(config.source)
+    folder = source_file.resolve().parent if source_file.is_file() else Path.cwd()
+    value, errors = structure_plugin_config(
+        raw, info.config_type, f"$.plugins.{source.plugin}", folder
+    )
     for error in errors:
         problems.add(
             "config-invalid",

@@ -7,6 +7,7 @@ said in a sentence that names the server and the fix."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -29,7 +30,7 @@ from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, ToolFa
 from looping_core.mcp import McpConfig, McpServerConfig
 from looping_core.mcp._config import config_problems
 from looping_core.mcp.plugin import McpStartupProblems, tool_families
-from looping_core.testing import plugin_problems
+from looping_core.testing import ed25519_private_jwk, plugin_problems, tenant_toml
 
 from support.processes import alive
 
@@ -427,3 +428,51 @@ def test_without_the_sdk_it_is_listed_and_selecting_it_says_what_to_install() ->
     assert listed_error == "None"  # listing it needs no SDK
     assert "the MCP SDK is not installed" in problem
     assert "pip install 'looping-core[mcp]'" in problem
+
+
+def _guide_block(marker: str, language: str) -> str:
+    text = GUIDE.read_text()
+    return text.split(f"<!-- {marker} -->\n```{language}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_guides_python_server_is_listed_from_the_configs_folder(tmp_path: Path) -> None:
+    """The guide's ten-line `MCPServer` and its config, saved in a folder with a `.venv` of its
+    own, checked by `looping check` run from another folder: the relative `command` and the
+    script in `args` are the config folder's."""
+    project = tmp_path / "project"
+    venv = Path(sys.prefix)  # this suite's venv, standing in for the project's own
+    (project / ".venv" / "bin").mkdir(parents=True)
+    (project / ".venv" / "bin" / "python").symlink_to(sys.executable)
+    (project / ".venv" / "lib").symlink_to(venv / "lib")
+    (project / ".venv" / "pyvenv.cfg").write_text((venv / "pyvenv.cfg").read_text())
+    (project / "weather.py").write_text(_guide_block("mcp-server", "python"))
+    config = _guide_block("mcp-server-config", "toml") + tenant_toml(
+        "forecaster", "looping_plugins_example.agent:WordCountAgent", 'plugins = ["mcp"]'
+    )
+    (project / "looping.toml").write_text(config)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("k")))
+    checked = subprocess.run(
+        [str(Path(sys.executable).with_name("looping")), "check", "--config",
+         str(project / "looping.toml")],
+        cwd=elsewhere, env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "Tenants: forecaster." in checked.stdout
+
+
+def test_a_servers_folder_is_the_config_files_unless_it_says(tmp_path: Path) -> None:
+    raw = {"servers": {
+        "default": {"tool_family": "a", "command": "true"},
+        "relative": {"tool_family": "b", "command": "true", "cwd": "servers/b"},
+        "absolute": {"tool_family": "c", "command": "true", "cwd": "/srv/c"},
+    }}  # fmt: skip
+    settings, problems = structure_plugin_config(raw, McpConfig, "$.plugins.mcp", tmp_path)
+    assert problems == []
+    folders = {name: server.cwd for name, server in settings.servers.items()}
+    assert folders == {
+        "default": str(tmp_path),
+        "relative": str(tmp_path / "servers" / "b"),
+        "absolute": "/srv/c",
+    }
