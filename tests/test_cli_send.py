@@ -368,3 +368,33 @@ def test_the_console_is_served_beside_the_gateway_and_only_to_its_token(
         stop(gateway)
     assert [(a["tenant"], a["signature"]["verified"]) for a in agents] == [("words", True)]
     assert "[server] inspection off" in log.read_text()
+
+
+def test_a_turn_whose_model_did_not_answer_says_which_and_how_to_start_one(
+    looping_cli: Cli, tmp_path: Path
+) -> None:
+    port, gateway_port, model_port = unused_port(), unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port)
+    text = config.read_text().replace(
+        "looping_plugins_example.agent:WordCountAgent", "looping_plugins_example.agent:NotesKeeper"
+    )
+    text += (
+        f'\n[tenants.words.model]\nmodel = "m"\nbase_url = "http://127.0.0.1:{model_port}/v1"\n'
+        "max_retries = 0\n"
+    )
+    config.write_text('[plugins]\nenabled = ["example-notes"]\n' + text)
+    log = tmp_path / "serve.log"
+    process = start_looping("serve", "--config", str(config), env=KEY, log=log)
+    try:
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        sent = looping_cli(
+            "send", "--config", str(config), "--state", str(tmp_path / "state"),
+            "--tenant", "words", "hello",
+        )  # fmt: skip
+    finally:
+        stop(process)
+    assert sent.returncode == 1
+    assert "(reason: MODEL_UNAVAILABLE)" in sent.stdout
+    assert f"did not answer (http://127.0.0.1:{model_port}/v1)" in sent.stderr
+    assert f"`looping model serve --port {model_port}`" in sent.stderr
+    assert "[tenants.words.model] base_url" in sent.stderr

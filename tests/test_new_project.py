@@ -113,7 +113,7 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
             process.wait(timeout=30)
     head, *rest = sent.splitlines()
     assert head.startswith("TASK_STATE_COMPLETED  task ")
-    assert '[answer] {"count_words": "1"}' in rest  # the local endpoint called the tool
+    assert '[answer] {"count_words": 5}' in rest  # the local endpoint called the tool on it
 
 
 @pytest.mark.parametrize(

@@ -145,8 +145,9 @@ def model_serve(port: int, reference: str | None) -> None:
     """Serve an OpenAI-compatible Chat Completions endpoint on 127.0.0.1 until Ctrl-C.
 
     With no --model it answers as TestModel does: it calls every tool it is offered once, with
-    arguments valid for the tool's schema, then answers with what they returned (with no tools,
-    a fixed text). Point a tenant's [tenants.<id>.model] base_url at it."""
+    arguments valid for the tool's schema (the first text parameter gets the user's last text),
+    then answers with what they returned, as JSON data (with no tools, a fixed text). Point a
+    tenant's [tenants.<id>.model] base_url at it."""
     if reference is not None:
         sys.path.insert(0, str(Path.cwd()))  # a module of this folder (as uvicorn finds apps)
     chosen = load_model(reference) if reference is not None else TestModel()

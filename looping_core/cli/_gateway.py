@@ -16,7 +16,7 @@ from looping_core.cli._common import (
     config_option,
 )
 from looping_core.cli._main import main
-from looping_core.config import load_config, resolve_config_path
+from looping_core.config import Config, load_config, resolve_config_path
 from looping_core.gateway.internal import (
     JWKS_ROUTE,
     Target,
@@ -27,6 +27,7 @@ from looping_core.gateway.internal import (
     run_gateway,
     send_text,
 )
+from looping_core.modelserver import DEFAULT_PORT
 
 __all__ = ["gateway", "send", "tasks", "token"]
 
@@ -130,8 +131,36 @@ def send(
         click.echo(json.dumps(task, indent=2))
     else:
         click.echo(_answer(task))
+        hint = _why(task, config, tenant)
+        if hint:
+            click.echo(hint, err=True)
     if task["status"]["state"] not in _SUCCEEDED:
         sys.exit(1)
+
+
+def _why(task: dict[str, Any], config: Config, tenant: str) -> str | None:
+    """What a failed turn's reason means for the person at the terminal, and what to do."""
+    message = task["status"].get("message") or {}
+    reason = (message.get("metadata") or {}).get("reason")
+    if reason != "MODEL_UNAVAILABLE":
+        return None
+    own = config.tenants.get(tenant)
+    model = own.model if own is not None else None
+    if model is None:
+        return None
+    endpoints = ", ".join(
+        choice.base_url or f"the {choice.provider or 'openai'} provider's"
+        for choice in (model, *model.fallback)
+    )
+    command = "looping model serve"
+    if model.base_url and model.base_url.startswith("http://127.0.0.1:"):
+        port = model.base_url.removeprefix("http://127.0.0.1:").split("/", 1)[0]
+        command += f" --port {port}" if port != str(DEFAULT_PORT) else ""
+    return (
+        f"The model endpoint of tenant {tenant!r} did not answer ({endpoints}). Start a model "
+        f"there, or an offline stand-in with `{command}`, or aim [tenants.{tenant}.model] "
+        "base_url at a running one."
+    )
 
 
 def _answer(task: dict[str, Any]) -> str:

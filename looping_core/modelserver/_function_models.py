@@ -22,6 +22,7 @@ from looping_core.content import (
     ToolResultMessage,
     ToolUseChunk,
     Usage,
+    UserMessage,
 )
 
 __all__ = ["FunctionModel", "ModelReply", "TestModel", "ToolCall", "reply_events"]
@@ -101,10 +102,12 @@ class FunctionModel:
 
 class TestModel(FunctionModel):
     """Calls every offered tool once, with arguments made from its JSON Schema (the first enum
-    value, 0, "a", false, one item per required list, every required property), then answers
-    with a JSON object of what each returned (`{"tool name": "its text"}`); with no tools, it
-    answers `text`. Deterministic: made for testing that an agent's tools are wired, and for
-    the local model endpoint's default."""
+    value, 0, "a", false, one item per required list, every required property), the first
+    required string parameter taking the user's last text instead (so a word counter asked
+    "How many words are in this sentence?" counts 7), then answers with a JSON object of what
+    each returned, as data (`{"count_words": 7}`; a result that is not JSON stays its text);
+    with no tools, it answers `text`. Deterministic: made for testing that an agent's tools are
+    wired, and for the local model endpoint's default."""
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -118,12 +121,31 @@ class TestModel(FunctionModel):
             return ModelReply(text=json.dumps(_results(request), ensure_ascii=False))
         if not request.tools:
             return ModelReply(text=self._text)
-        calls = tuple(ToolCall(t.name, arguments_for(t.input_schema)) for t in request.tools)
+        asked = _last_user_text(request)
+        calls = tuple(
+            ToolCall(t.name, arguments_for(t.input_schema, text=asked)) for t in request.tools
+        )
         return ModelReply(tool_calls=calls)
 
 
-def _results(request: ModelRequest) -> dict[str, str]:
-    """The latest tool results by the name of the tool each answered."""
+def _last_user_text(request: ModelRequest) -> str | None:
+    for message in reversed(request.messages):
+        if isinstance(message, UserMessage):
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+            return text or None
+    return None
+
+
+def _as_data(text: str) -> Any:
+    """A tool's result text as the data it is (`"7"` is 7), or the text when it is no JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _results(request: ModelRequest) -> dict[str, Any]:
+    """The latest tool results, as data, by the name of the tool each answered."""
     names: dict[str, str] = {}
     for message in request.messages:
         if isinstance(message, AssistantMessage):
@@ -135,7 +157,7 @@ def _results(request: ModelRequest) -> dict[str, str]:
     results = {}
     for result in last.content:
         text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
-        results[names.get(result.tool_use_id, result.tool_use_id)] = text
+        results[names.get(result.tool_use_id, result.tool_use_id)] = _as_data(text)
     return results
 
 
@@ -147,17 +169,20 @@ MAX_FILLED_STRING = 1000
 _MAX_FILL_DEPTH = 32
 
 
-def arguments_for(schema: Mapping[str, Any]) -> dict[str, Any]:
+def arguments_for(schema: Mapping[str, Any], *, text: str | None = None) -> dict[str, Any]:
     """Arguments valid for an object `schema`: each required property, made from its schema,
     within `MAX_FILLED_VALUES` values, `MAX_FILLED_STRING` characters a string and a depth of
-    32 (past those, what is left is short or empty). A schema of an odd shape gets `{}`."""
-    value = _Filler().value(schema if isinstance(schema, Mapping) else {}, 0)
+    32 (past those, what is left is short or empty). A schema of an odd shape gets `{}`.
+    `text`: the value of the first required string property of the object itself (one of no
+    enum, pattern or format, whose lengths it fits)."""
+    value = _Filler(text).value(schema if isinstance(schema, Mapping) else {}, 0)
     return value if isinstance(value, dict) else {}
 
 
 class _Filler:
-    def __init__(self) -> None:
+    def __init__(self, text: str | None = None) -> None:
         self._left = MAX_FILLED_VALUES
+        self._text = text
 
     def value(self, schema: Mapping[str, Any], depth: int) -> Any:
         self._left -= 1
@@ -186,7 +211,11 @@ class _Filler:
                 if not isinstance(name, str) or self._left <= 0:
                     continue
                 inner = properties.get(name)
-                made[name] = self.value(inner if isinstance(inner, Mapping) else {}, depth + 1)
+                inner = inner if isinstance(inner, Mapping) else {}
+                if depth == 0 and self._text is not None and _takes_text(inner, self._text):
+                    made[name], self._text = self._text, None
+                    continue
+                made[name] = self.value(inner, depth + 1)
             return made
         if kind == "array":
             if "prefixItems" in schema:  # a tuple of fixed length
@@ -209,6 +238,18 @@ class _Filler:
         if kind == "boolean":
             return False
         return None
+
+
+def _takes_text(schema: Mapping[str, Any], text: str) -> bool:
+    """Whether `text` is a valid value of a plain string `schema` (no enum, const, pattern or
+    format; within its lengths)."""
+    if schema.get("type") != "string" or any(
+        key in schema for key in ("enum", "const", "pattern", "format")
+    ):
+        return False
+    shortest = _number(schema.get("minLength"), 0, MAX_FILLED_STRING)
+    longest = _number(schema.get("maxLength"), MAX_FILLED_STRING, MAX_FILLED_STRING)
+    return shortest <= len(text) <= longest
 
 
 def _list(value: Any) -> list[Any]:

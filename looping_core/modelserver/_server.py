@@ -13,6 +13,7 @@ import json
 import logging
 import signal
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -173,7 +174,8 @@ def load_model(reference: str) -> ChatModel:
         target: Any = importlib.import_module(module_name)
     except Exception as exc:
         raise ModelLoadError(
-            f"--model {reference!r}: cannot import {module_name!r} ({type(exc).__name__}: {exc})"
+            f"--model {reference!r}: cannot import {module_name!r} ({type(exc).__name__}: "
+            f"{exc}){_guess(module_name, attribute)}"
         ) from exc
     for part in attribute.split("."):
         if not hasattr(target, part):
@@ -190,6 +192,16 @@ def load_model(reference: str) -> ChatModel:
         "FunctionModel or TestModel, a function of a ModelRequest, or a function of no "
         "arguments that returns a chat model"
     )
+
+
+def _guess(module_name: str, attribute: str) -> str:
+    """A likelier reference when the module is a file of a folder here (`tests/x.py` for
+    `x`): a test module is imported by its package's name."""
+    path = Path(*module_name.split("."))
+    for folder in ("tests", "test"):
+        if (Path(folder) / path.with_suffix(".py")).is_file():
+            return f"; did you mean {folder}.{module_name}:{attribute}?"
+    return ""
 
 
 def _call(target: Callable[..., Any], reference: str) -> ChatModel | None:

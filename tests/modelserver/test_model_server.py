@@ -376,9 +376,9 @@ async def test_an_agents_tools_are_called_over_http_by_the_default_test_model() 
             outcome = await run_tool_loop([model], request, [book])
         finally:
             await model.aclose()
-    assert calls == [("a", 0)]
+    assert calls == [("book", 0)]  # the first text parameter got the user's text
     final = "".join(b.text for b in outcome.final.message.content if isinstance(b, TextBlock))
-    assert json.loads(final) == {"book": "booked a"}
+    assert json.loads(final) == {"book": "booked book"}
     assert outcome.served_by == ("openai:llama3.2", "openai:llama3.2")
 
 
@@ -453,3 +453,17 @@ def test_load_model_says_what_is_wrong_with_the_reference(reference: str, says: 
     with pytest.raises(ModelLoadError) as refused:
         load_model(reference)
     assert says in str(refused.value)
+
+
+def test_a_test_modules_model_named_without_its_package_gets_the_name_to_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "lpt_test_agent.py").write_text("fn = None\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelLoadError) as refused:
+        load_model("lpt_test_agent:fn")
+    assert str(refused.value).endswith("; did you mean tests.lpt_test_agent:fn?")
+    with pytest.raises(ModelLoadError) as plain:
+        load_model("lpt_nowhere_at_all:fn")
+    assert "did you mean" not in str(plain.value)

@@ -73,7 +73,7 @@ async def test_the_test_model_calls_every_tool_once_then_answers_with_their_resu
 
     counter = Tool("notes.count", "Counts.", {"type": "object", "properties": {}}, count)
     outcome = await run_tool_loop([TestModel()], REQUEST, [*notes.tools(), counter])
-    assert notes.saved == [{"text": "a"}]
+    assert notes.saved == [{"text": "remember milk"}]  # the user's text, to the first text
     assert other == [{}]
     text = outcome.final.message.content[0].text  # type: ignore[union-attr]
     assert json.loads(text) == {"notes.add": "saved 1", "notes.count": "3 notes"}
@@ -114,3 +114,29 @@ async def test_scripted_tool_calls_in_one_line() -> None:
     outcome = await run_tool_loop([model], REQUEST, notes.tools())
     assert notes.saved == [{"text": "milk"}]
     assert outcome.final.message.content == (TextBlock("Noted."),)
+
+
+async def test_the_test_models_answer_holds_results_as_data_and_text_only_where_it_fits() -> None:
+    """A result that is JSON is its data in the answer; the user's text goes to the first
+    required plain string parameter, never to one it would not be valid for."""
+    seen: list[Mapping[str, Any]] = []
+
+    async def record(arguments: Mapping[str, Any]) -> str:
+        seen.append(dict(arguments))
+        return json.dumps({"count": len(seen)})
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^[a-z ]+$"},
+            "kind": {"type": "string", "enum": ["x", "y"]},
+            "short": {"type": "string", "maxLength": 4},
+            "query": {"type": "string"},
+            "also": {"type": "string"},
+        },
+        "required": ["code", "kind", "short", "query", "also"],
+    }
+    outcome = await run_tool_loop([TestModel()], REQUEST, [Tool("find", "Finds.", schema, record)])
+    assert seen == [{"code": "a", "kind": "x", "short": "a", "query": "remember milk", "also": "a"}]
+    text = outcome.final.message.content[0].text  # type: ignore[union-attr]
+    assert json.loads(text) == {"find": {"count": 1}}
