@@ -2,10 +2,12 @@
 
 For plugin authors: run the host's own startup validation on your plugin in your test suite.
 
-    from looping_core.testing import assert_plugin_valid, plugin_problems
+```python
+from looping_core.testing import assert_plugin_valid, plugin_problems
 
-    def test_my_plugin_is_valid():
-        assert_plugin_valid("my-plugin", {"api_key": "env:MY_KEY"}, environ={"MY_KEY": "x"})
+def test_my_plugin_is_valid():
+    assert_plugin_valid("my-plugin", {"api_key": "env:MY_KEY"}, environ={"MY_KEY": "x"})
+```
 
 `plugin_store(url, stores)` is a real store for a plugin's tools (what a served turn gives them
 as `ToolContext.store`), its tables ensured as at startup.

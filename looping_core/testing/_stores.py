@@ -17,9 +17,11 @@ def plugin_store(url: str, stores: Iterable[PluginStore] = ()) -> Iterator[Store
     """The store at `url` (`sqlite:///path`), with `stores`' tables ensured as the server does
     at startup, as the `StoreAccess` a served turn's tools get; closed on exit.
 
-        with plugin_store(f"sqlite:///{tmp_path / 'notes.db'}", stores()) as store:
-            [family] = tool_families(config)
-            tools = family.factory(ToolContext("tenant", "caller", store=store))
+    ```python
+    with plugin_store(f"sqlite:///{tmp_path / 'notes.db'}", stores()) as store:
+        [family] = tool_families(config)
+        tools = family.factory(ToolContext("tenant", "caller", store=store))
+    ```
     """
     database = Database.from_url(url)
     try:

@@ -1,12 +1,14 @@
 """Tools as typed functions.
 
-    from typing import Annotated
-    from looping_core.tools import tool
+```python
+from typing import Annotated
+from looping_core.tools import tool
 
-    @tool
-    async def count_words(text: Annotated[str, "The text to count"]) -> int:
-        \"\"\"Count the words in a text.\"\"\"
-        return len(text.split())
+@tool
+async def count_words(text: Annotated[str, "The text to count"]) -> int:
+    \"\"\"Count the words in a text.\"\"\"
+    return len(text.split())
+```
 
 `count_words` is a `Tool` (a `FunctionTool`: calling it still calls the function). Its name is
 the function's, its description the docstring's text, its JSON Schema what the type hints say

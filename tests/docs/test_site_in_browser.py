@@ -116,3 +116,70 @@ async def test_a_page_that_fails_to_load_something_is_caught(site_url: str) -> N
         await page.wait_for_timeout(200)
     assert any(problem.startswith("HTTP 404: ") for problem in problems), problems
     assert any("broken script" in problem for problem in problems), problems
+
+
+def _nav_pages() -> dict[str, list[str]]:
+    """Every page of the site's navigation (its source path), by section."""
+    import yaml  # noqa: PLC0415 - the docs extra's
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    sections: dict[str, list[str]] = {}
+
+    def walk(entries: Any, section: str) -> None:
+        for entry in entries:
+            if isinstance(entry, str):
+                sections.setdefault(section, []).append(entry)
+                continue
+            for title, value in entry.items():
+                if isinstance(value, str):
+                    sections.setdefault(section, []).append(value)
+                else:
+                    walk(value, title)
+
+    walk(nav, "")
+    return sections
+
+
+OVERFLOWING = """() => [...document.querySelectorAll("article div.highlight pre > code")]
+   .filter((code) => code.scrollWidth > code.clientWidth + 1)
+   .map((code) => code.innerText.split("\\n").find((line) => line.length > 0) || "")"""
+
+
+async def test_every_command_fits_its_box_and_every_tutorial_has_contents(site_url: str) -> None:
+    """At 1280 px, no code block of any page is wider than its box (a reader must see a whole
+    command to copy it; long lines wrap), and every tutorial has a table of contents."""
+    sections = _nav_pages()
+    problems: list[str] = []
+    overflowing: dict[str, list[str]] = {}
+    without_contents = []
+    async with watched_page(problems) as page:
+        await page.set_viewport_size({"width": 1280, "height": 900})
+        for section, pages in sections.items():
+            for source in pages:
+                url = site_url + ("" if source == "index.md" else source.removesuffix(".md") + "/")
+                await page.goto(url)
+                wide = await page.evaluate(OVERFLOWING)
+                if wide:
+                    overflowing[source] = wide
+                if section == "Tutorials":
+                    links = page.locator("nav.md-nav--secondary a.md-nav__link")
+                    if await links.count() == 0:
+                        without_contents.append(source)
+    assert overflowing == {}, "code blocks wider than their box, by page (first lines)"
+    assert without_contents == [], "tutorials with no table of contents (no ## headings)"
+    # Going from page to page at once cuts off what a page still loaded (its favicon, the
+    # search index): that is the test's doing, not the page's.
+    assert [problem for problem in problems if "net::ERR_ABORTED" not in problem] == []
+
+
+def test_every_code_example_of_the_api_pages_is_highlighted(site: Path) -> None:
+    """A docstring's example is a fenced block with its language (an indented one renders as
+    plain text): every code block of the API pages has highlighted tokens."""
+    plain = {}
+    for page in sorted((site / "api").glob("*/index.html")):
+        blocks = page.read_text().split('<div class="highlight"><pre><span></span><code>')[1:]
+        unmarked = [block.split("</code>", 1)[0] for block in blocks]
+        unmarked = [code for code in unmarked if '<span class="' not in code]
+        if unmarked:
+            plain[page.parent.name] = [code.splitlines()[0] for code in unmarked]
+    assert plain == {}
