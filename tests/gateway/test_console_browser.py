@@ -136,6 +136,7 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         await send(page, "words", "one two three")
         stream = await page.locator("#stream").inner_text()
         assert "Counted 3 words." in stream
+        assert "whole artifact" in stream  # labelled, as chunks are
         timeline = await tab(page, "timeline")
         await timeline.get_by_text("word-count: 3").wait_for()
         assert "working" in await timeline.inner_text()
@@ -178,6 +179,10 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         tasks = page.locator("#tasks li[data-task]")
         await tasks.first.wait_for()
         assert await tasks.count() == 1  # the planner's, the tenant chosen last
+        row = await tasks.first.inner_text()
+        assert "summarize my notes" in row  # the first words of its message
+        task_id = await tasks.first.get_attribute("data-task") or ""
+        assert task_id.replace("-", "")[-8:] in row  # the id's random end, not its time
         await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
         await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
     assert problems == [], "\n".join(problems)

@@ -57,6 +57,14 @@ function svg(tag, attributes, ...children) {
 
 function pretty(value) { return JSON.stringify(value, null, 2); }
 function short(id) { return id ? String(id).slice(0, 8) : ""; }
+// A task id's last 8 hex digits: its first ones are its time (tasks of one minute share them).
+function taskTag(id) { return id ? String(id).replace(/-/g, "").slice(-8) : ""; }
+// The first words of the task's first message, to tell tasks apart in a list.
+function firstWords(task, count = 8) {
+  const first = (task.history || []).find((message) => message.role === "ROLE_USER");
+  const words = first ? textOf(first.parts).split(/\s+/).filter(Boolean) : [];
+  return words.length > count ? `${words.slice(0, count).join(" ")} …` : words.join(" ");
+}
 function stateName(s) { return (s || "").replace("TASK_STATE_", "").toLowerCase(); }
 function pill(s) { return h("span", { class: `pill state-${s}` }, stateName(s)); }
 function notice(text) { $("notice").textContent = text || ""; }
@@ -138,7 +146,7 @@ let tasksAsked = 0;  // the latest task list asked for; an older answer is dropp
 async function loadTasks() {
   if (!state.tenant) return;
   const asked = ++tasksAsked;
-  const params = { pageSize: 50, historyLength: 0 };
+  const params = { pageSize: 50 };  // with their history: a row shows its first words
   if ($("filter-state").value) params.status = $("filter-state").value;
   if ($("filter-context").value.trim()) params.contextId = $("filter-context").value.trim();
   let answer;
@@ -161,7 +169,7 @@ async function loadTasks() {
       "data-task": task.id,
       class: task.id === state.task ? "selected" : "",
       onclick: () => openTask(task.id),
-    }, h("code", {}, short(task.id)), h("span", { class: "muted" }, time(Date.parse(task.status.timestamp) * 1000)), pill(task.status.state)));
+    }, h("code", { title: task.id }, taskTag(task.id)), h("span", { class: "words" }, firstWords(task)), h("span", { class: "muted" }, time(Date.parse(task.status.timestamp) * 1000)), pill(task.status.state)));
   }
 }
 
@@ -276,7 +284,7 @@ function onResult(result) {
     const task = result.task;
     taskId = task.id;
     setTask(task.id, task.contextId, task.status.state);
-    streamLine("task", "task", `${short(task.id)} ${stateName(task.status.state)}`, task.status.state);
+    streamLine("task", "task", `${taskTag(task.id)} ${stateName(task.status.state)}`, task.status.state);
   } else if (result.statusUpdate) {
     const update = result.statusUpdate;
     taskId = update.taskId;
@@ -288,7 +296,8 @@ function onResult(result) {
     const update = result.artifactUpdate;
     taskId = update.taskId;
     const name = update.artifact.name || short(update.artifact.artifactId);
-    streamLine("artifact", update.append ? "artifact +" : "artifact", `${name}: ${textOf(update.artifact.parts)}`);
+    // Chunks as the agent streams them; a whole artifact (the turn's end writes each whole).
+    streamLine("artifact", update.append ? "chunk" : "whole artifact", `${name}: ${textOf(update.artifact.parts)}`);
   } else if (result.message) {
     streamLine("message", "message", textOf(result.message.parts));
   }
@@ -315,7 +324,7 @@ function startContinuing(taskId, contextId) {
   state.continuing = taskId;
   state.contextId = contextId;
   $("continuing").hidden = false;
-  $("continuing-id").textContent = short(taskId);
+  $("continuing-id").textContent = taskTag(taskId);
   $("text").placeholder = "Your answer";
 }
 
@@ -329,7 +338,7 @@ async function cancelTask() {
   if (!state.task) return;
   const answer = await apiJson("call", { json: { tenant: state.tenant, method: "CancelTask", params: { id: state.task } } });
   if (answer.error) notice(answer.error.message);
-  else notice(`Task ${short(state.task)}: ${stateName(answer.result.status.state)}`);
+  else notice(`Task ${taskTag(state.task)}: ${stateName(answer.result.status.state)}`);
   $("cancel").disabled = true;
   openTask(state.task);
   loadTasks();
@@ -386,7 +395,7 @@ function renderTimeline(inspection) {
       const status = event.statusUpdate.status;
       what = h("span", {}, pill(status.state), " ", status.message ? textOf(status.message.parts) : "");
     } else if (event.artifactUpdate) {
-      kind = event.artifactUpdate.append ? "artifact chunk" : "artifact";
+      kind = event.artifactUpdate.append ? "chunk" : "whole artifact";
       const artifact = event.artifactUpdate.artifact;
       what = `${artifact.name || short(artifact.artifactId)}: ${textOf(artifact.parts)}`;
     } else {
