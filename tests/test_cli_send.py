@@ -274,8 +274,11 @@ def test_both_bindings_from_the_cli(
         wait_for_url(f"http://127.0.0.1:{gateway_port}/.well-known/jwks.json", gateway,
                   tmp_path / "gw.log")  # fmt: skip
         for binding, status in (("rest", 200), ("jsonrpc", 401)):
-            token = looping_cli("token", "--config", str(config), *state, "--tenant", "words",
-                                "--binding", binding).stdout.strip()  # fmt: skip
+            minted = looping_cli("token", "--config", str(config), *state, "--tenant", "words",
+                                 "--binding", binding, "--lifetime", "120")  # fmt: skip
+            token = minted.stdout.strip()
+            assert "\n" not in token  # the token alone on stdout; when it ends, on stderr
+            assert minted.stderr.startswith("valid for 120 s (until ")
             request = urllib.request.Request(
                 url, headers={"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
             )

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -211,6 +212,14 @@ def token(
             sub=subject,
             lifetime=lifetime,
         )
+    )
+    # On stderr, so `TOKEN="$(looping token ...)"` still takes the token alone: a client given
+    # an expired token hears a bare 401 (the SDK shows no reason), so say when that comes.
+    until = time.strftime("%H:%M:%S", time.localtime(time.time() + lifetime))
+    click.echo(
+        f"valid for {lifetime} s (until {until}); mint another then, or ask for longer with "
+        "--lifetime",
+        err=True,
     )
 
 

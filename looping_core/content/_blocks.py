@@ -163,6 +163,11 @@ class ToolResultBlock:
     content: tuple[ResultContent, ...] = attrs.field(default=(), validator=_result_content)
     is_error: bool = False
 
+    @property
+    def text(self) -> str:
+        """Its text blocks' text, joined: what a test's model reads of a tool's answer."""
+        return "".join(block.text for block in self.content if isinstance(block, TextBlock))
+
 
 @attrs.frozen
 class RefusalBlock:

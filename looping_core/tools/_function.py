@@ -39,6 +39,7 @@ from looping_core.tools._schema import (
     description_of,
     parameter_descriptions,
     with_default,
+    with_description,
 )
 
 __all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "tool"]
@@ -177,8 +178,7 @@ def _describe(
                 "give each class of a union a required field no other has, or use one class"
             ) from None
         parameters.append(_Parameter(parameter.name, hint, structure=structure))
-        if parameter.name in described and "description" not in schema:
-            schema["description"] = described[parameter.name]
+        schema = with_description(schema, hint, described.get(parameter.name))
         if parameter.default is parameter.empty:
             required.append(parameter.name)
         else:

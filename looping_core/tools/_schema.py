@@ -21,11 +21,13 @@ import docstring_parser
 
 __all__ = [
     "Unsupported",
+    "annotated_words",
     "describe",
     "description_of",
     "is_object_class",
     "parameter_descriptions",
     "with_default",
+    "with_description",
 ]
 
 _SCALARS: Mapping[Any, str] = {
@@ -65,6 +67,21 @@ class Unsupported(Exception):
 def is_object_class(hint: Any) -> bool:
     """Whether `hint` is a class whose instances are JSON objects here (attrs or dataclass)."""
     return isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint))
+
+
+def annotated_words(hint: Any) -> str | None:
+    """The description `Annotated[T, "words"]` gives, if `hint` is one."""
+    if get_origin(hint) is not Annotated:
+        return None
+    return next((item for item in get_args(hint)[1:] if isinstance(item, str)), None)
+
+
+def with_description(schema: dict[str, Any], hint: Any, documented: str | None) -> dict[str, Any]:
+    """A parameter's or field's schema with its own description: `Annotated` words first, then
+    its docstring's words (before a class's own, which describe the class, not this use)."""
+    if annotated_words(hint) is None and documented:
+        return {**schema, "description": documented}
+    return schema
 
 
 def describe(hint: Any, seen: tuple[type, ...] = ()) -> dict[str, Any]:
@@ -166,8 +183,7 @@ def _object(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
             schema = describe(hints.get(name, Any), (*seen, cls))
         except Unsupported as exc:
             raise Unsupported(f"{cls.__name__}.{name}: {exc.problem}", exc.fix) from None
-        if name in described and "description" not in schema:
-            schema["description"] = described[name]
+        schema = with_description(schema, hints.get(name, Any), described.get(name))
         if has_default:
             schema = with_default(schema, default)
         else:

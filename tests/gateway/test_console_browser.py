@@ -175,17 +175,22 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         assert "Eggs summary." in await plan.inner_text()
         await page.screenshot(path=shots / "console-plan.png", full_page=True)
 
-        # The caller's tasks, filtered by state.
-        tasks = page.locator("#tasks li[data-task]")
-        await tasks.first.wait_for()
-        assert await tasks.count() == 1  # the planner's, the tenant chosen last
-        row = await tasks.first.inner_text()
-        assert "summarize my notes" in row  # the first words of its message
-        task_id = await tasks.first.get_attribute("data-task") or ""
-        assert task_id.replace("-", "")[-8:] in row  # the id's random end, not its time
-        await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
-        await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
+        await the_tasks_listed(page)
     assert problems == [], "\n".join(problems)
+
+
+async def the_tasks_listed(page: Any) -> None:
+    """The caller's tasks, each with its message's first words and its id's random end, and
+    filtered by state."""
+    tasks = page.locator("#tasks li[data-task]")
+    await tasks.first.wait_for()
+    assert await tasks.count() == 1  # the planner's, the tenant chosen last
+    row = await tasks.first.inner_text()
+    assert "summarize my notes" in row  # the first words of its message
+    task_id = await tasks.first.get_attribute("data-task") or ""
+    assert task_id.replace("-", "")[-8:] in row  # the id's random end, not its time
+    await page.locator("#filter-state").select_option("TASK_STATE_FAILED")
+    await page.locator("#tasks").get_by_text("No tasks yet").wait_for()
 
 
 async def test_a_developer_answers_a_question_and_cancels_a_running_turn(shots: Path) -> None:

@@ -39,7 +39,7 @@ async def test_a_function_model_reacts_to_what_the_agent_sent() -> None:
     def reply(request: ModelRequest) -> ModelReply | str:
         last = request.messages[-1]
         if isinstance(last, ToolResultMessage):  # the tool answered: say what it said
-            return "Done: " + last.content[0].content[0].text  # type: ignore[union-attr]
+            return "Done: " + last.content[0].text
         assert [tool.name for tool in request.tools] == ["notes.add"]
         first = request.messages[0]
         assert isinstance(first, UserMessage)

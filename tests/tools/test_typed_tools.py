@@ -525,3 +525,32 @@ async def test_test_model_arguments_for_every_hint_reach_the_function(
     [result] = _results(outcome)
     assert not result.is_error, _text(result)
     assert len(received) == 1
+
+
+@attrs.frozen
+class Room:
+    """A room of the hotel."""
+
+    number: int
+    floor: int = 0
+    """Its floor (0: the ground floor)."""
+
+
+def test_a_class_typed_parameter_keeps_its_own_description() -> None:
+    """The parameter's words (its docstring's, or `Annotated`'s) describe this use of the
+    class; the class's docstring only what it is, where nothing else says."""
+
+    @tool
+    def book(room: Room, spare: Room, also: Annotated[Room, "A room next to it"]) -> str:
+        """Book a room.
+
+        Args:
+            room: The room the guest asked for.
+            also: Not this one: Annotated says it.
+        """
+        return "booked"
+
+    properties = book.input_schema["properties"]
+    assert properties["room"]["description"] == "The room the guest asked for."
+    assert properties["spare"]["description"] == "A room of the hotel."
+    assert properties["also"]["description"] == "A room next to it"
