@@ -185,7 +185,8 @@ def test_check_imports_each_tenants_agent(looping_cli: Cli, tmp_path: Path) -> N
     assert result.stderr == (
         f"{path}: 1 startup problem:\n"
         "  - tenants.t.agent: cannot import 'no_such_module' (ModuleNotFoundError: No module named "
-        "'no_such_module'); install the distribution that provides it or fix the module path\n"
+        "'no_such_module'); install the distribution that provides it, put it in "
+        f"{Path(path).resolve().parent}, or fix the module path\n"
     )
 
 

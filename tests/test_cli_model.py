@@ -127,7 +127,7 @@ def test_the_example_model_tenants_answer_offline_through_the_local_endpoint(
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         answer = json.loads(task["artifacts"][0]["parts"][0]["text"])
         assert set(answer) == {"add_note", "list_notes"}  # each notes tool was called once
-        assert json.loads(answer["add_note"]) == {"id": 1}
+        assert answer["add_note"] == {"id": 1}  # the tool's result, as data
         assert task["metadata"]["looping.models"] == ["openai:llama3.2", "openai:llama3.2"]
 
         planner = looping_cli("send", *base, "--tenant", "planner", "Summarize my notes.")
