@@ -5,7 +5,6 @@ next turn; and the turn limits hold across processes, counted in the store."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,13 +19,6 @@ pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 KEY = ed25519_private_jwk("agent-key-1")
 FLOOD = 10
-
-
-@pytest.fixture
-def processes() -> Iterator[Processes]:
-    running = Processes()
-    yield running
-    running.stop()
 
 
 def started(holds: list[Path]) -> list[Path]:

@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -27,13 +26,6 @@ from support.served import log_of, serve, start_worker, wait_for
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 KEY = ed25519_private_jwk("agent-key-1")
-
-
-@pytest.fixture
-def processes() -> Iterator[Processes]:
-    running = Processes()
-    yield running
-    running.stop()
 
 
 async def test_an_edge_and_two_workers_run_every_turn_once_and_push_it_once(

@@ -6,7 +6,7 @@ turn waits out an outage instead of being cut and run again), its push was deliv
 once and every delivery of it carried the same `jti`, no process exited, and readiness followed
 the database (503 while it was down, 200 again once it was back).
 
-Short by default (`CHAOS_SECONDS`, about 25 s of restarts per mode); `LOOPING_CHAOS_SECONDS=1200`
+Short by default (`CHAOS_SECONDS`, about 20 s of restarts per mode); `LOOPING_CHAOS_SECONDS=1200`
 runs twenty minutes per mode, with longer outages and gaps (with `LOOPING_TEST_HANG_SECONDS=0`:
 the suite's watchdog stops any test after 300 s).
 """
@@ -19,7 +19,6 @@ import json
 import os
 import random
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -37,7 +36,7 @@ from support.served import serve, start_worker
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 
 KEY = ed25519_private_jwk("agent-key-1")
-CHAOS_SECONDS = float(os.environ.get("LOOPING_CHAOS_SECONDS", "25"))
+CHAOS_SECONDS = float(os.environ.get("LOOPING_CHAOS_SECONDS", "20"))
 LONG = CHAOS_SECONDS > 120
 GAP_SECONDS = (3.0, 30.0) if LONG else (3.0, 7.0)
 """Between one restart's end and the next stop."""
@@ -52,13 +51,6 @@ heartbeat_seconds = 1
 stalled_after_seconds = 20
 sweep_seconds = 1
 """
-
-
-@pytest.fixture
-def processes() -> Iterator[Processes]:
-    running = Processes()
-    yield running
-    running.stop()
 
 
 class Load:

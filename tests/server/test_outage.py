@@ -12,7 +12,6 @@ import contextlib
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
@@ -35,13 +34,6 @@ pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 KEY = ed25519_private_jwk("agent-key-1")
 OUTAGE_SECONDS = 6
 UNSETTLED = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
-
-
-@pytest.fixture
-def processes() -> Iterator[Processes]:
-    running = Processes()
-    yield running
-    running.stop()
 
 
 async def ready(port: int) -> tuple[int, dict[str, object]]:

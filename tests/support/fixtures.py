@@ -1,13 +1,15 @@
-"""Fixtures for the edge tests: running gateways and a running agent that trusts the first."""
+"""Fixtures for the edge tests: running gateways, a running agent that trusts the first, and
+processes a test starts."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from looping_core.testing import FakeGateway
 
+from support.engine import Processes
 from support.serving import RunningAgent, start_agent
 
 
@@ -30,3 +32,11 @@ async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
     yield running
     await running.session.close()
     await runner.cleanup()
+
+
+@pytest.fixture
+def processes() -> Iterator[Processes]:
+    """Processes a test starts (`looping serve`, workers), stopped at its end."""
+    running = Processes()
+    yield running
+    running.stop()
