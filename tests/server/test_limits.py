@@ -18,6 +18,7 @@ from looping_core.testing import FakeGateway
 from support import agents as test_agents
 from support.bindings import BINDINGS, Answer, Binding, message
 from support.serving import RunningAgent, serving
+from support.sse import open_stream, streaming_send
 
 RATES = """
 [limits]
@@ -236,3 +237,26 @@ async def started_count(task_ids: list[str], count: int) -> None:
     async with asyncio.timeout(10):
         while sum(1 for task in task_ids if test_agents.RUNS[task]) < count:
             await asyncio.sleep(0.01)
+
+
+async def test_a_streaming_send_past_the_turn_limit_is_refused_and_holds_no_stream(
+    gateway: FakeGateway,
+) -> None:
+    """SendStreamingMessage is held to the same limit, answered with the error (not a stream),
+    and the stream slot it reserved is given back."""
+    limits = TURNS + "[streaming]\nmax_streams_per_caller = 1\n"
+    async with serving(gateway, extra=limits) as agent:
+        keys = [uuid.uuid4().hex for _ in range(2)]
+        binding = BINDINGS["jsonrpc"](agent, gateway)
+        for key in keys:
+            assert (await binding.call("SendMessage", send_params(binding, key), tenant="bob")).ok
+        for _ in range(2):  # twice: the first refusal gave its stream slot back
+            async with open_stream(
+                agent.endpoint, gateway, "SendStreamingMessage",
+                streaming_send(gateway, "one more"), tenant="bob",
+            ) as refused:  # fmt: skip
+                assert refused.status == 429
+                error = (await refused.json())["error"]
+                assert error["data"][0]["reason"] == "TOO_MANY_TURNS"
+        for key in keys:
+            test_agents.RELEASE.setdefault(key, asyncio.Event()).set()
