@@ -347,7 +347,9 @@ class TurnDriver:
             end_job=job,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
-        won = await asyncio.shield(asyncio.ensure_future(patiently(write)))
+        ending = asyncio.ensure_future(patiently(write))
+        ending.add_done_callback(_retrieved)  # its outage, if the turn was canceled meanwhile
+        won = await asyncio.shield(ending)
         if won:
             _log_turn_end(task_id, result, self._started.pop(task_id, None))
             return None
@@ -378,6 +380,12 @@ async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TaskStor
         pass  # the store said so; the task keeps what it had
     except Exception:
         _log.exception("task %s: recording what its canceled turn had done failed", turn.task_id)
+
+
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    """Take a shielded write's outcome, so one nobody awaits any more is not logged as lost."""
+    if not done.cancelled():
+        done.exception()
 
 
 def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> None:

@@ -127,8 +127,8 @@ async def restart_again_and_again(
     outages = []
     while time.monotonic() < until:
         await asyncio.sleep(random.uniform(*GAP_SECONDS))
+        stopped = time.monotonic()  # from the stop's start: a fast one may take its time
         await asyncio.to_thread(postgres.stop_surely, random.choice(("fast", "immediate")))
-        stopped = time.monotonic()
         await asyncio.sleep(random.uniform(*DOWN_SECONDS))
         await asyncio.to_thread(postgres.start)
         outages.append((stopped, time.monotonic()))
