@@ -7,6 +7,7 @@ import contextlib
 import json
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -154,9 +155,9 @@ def _why(task: dict[str, Any], config: Config, tenant: str) -> str | None:
         for choice in (model, *model.fallback)
     )
     command = "looping model serve"
-    if model.base_url and model.base_url.startswith("http://127.0.0.1:"):
-        port = model.base_url.removeprefix("http://127.0.0.1:").split("/", 1)[0]
-        command += f" --port {port}" if port != str(DEFAULT_PORT) else ""
+    local = urllib.parse.urlsplit(model.base_url or "")
+    if local.hostname == "127.0.0.1" and local.port not in (None, DEFAULT_PORT):
+        command += f" --port {local.port}"
     return (
         f"The model endpoint of tenant {tenant!r} did not answer ({endpoints}). Start a model "
         f"there, or an offline stand-in with `{command}`, or aim [tenants.{tenant}.model] "

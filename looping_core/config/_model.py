@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -451,6 +452,13 @@ class Config:
     limits: LimitsConfig = LimitsConfig()
     plugins: PluginsConfig = PluginsConfig()
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
+
+    @property
+    def source_folder(self) -> Path | None:
+        """The folder of the file it came from (`None`: it came from no file): where relative
+        paths in it, and its agents' own modules, are."""
+        path = Path(self.source)
+        return path.resolve().parent if path.is_file() else None
 
     def limits_of(self, tenant: str) -> LimitsConfig:
         """The limits that hold for `tenant`: `[limits]`, with its own overrides."""

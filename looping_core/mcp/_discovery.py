@@ -70,7 +70,7 @@ async def _discover_all(config: McpConfig, environ: Mapping[str, str]) -> Discov
     for name, (offered, found) in zip(names, outcomes, strict=True):
         tools[name] = offered
         if found and config.servers[name].on_failure == "warn" and not offered:
-            warnings += [f"{line}; its tool family is offered without tools" for line in found]
+            warnings += found  # servers whose family is offered without tools
         else:
             problems += found
     return Discovered(tools, tuple(problems), tuple(warnings))

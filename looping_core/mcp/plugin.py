@@ -67,7 +67,8 @@ def tool_families(config: McpConfig | None) -> list[ToolFamily]:
     if found.problems:
         raise McpStartupProblems(found.problems)
     for warning in found.warnings:
-        _log.warning("%s", warning)
+        # The conclusion in the format, not the value: a long value is cut in the log line.
+        _log.warning("a tool family is offered without tools (on_failure = warn): %s", warning)
     return [
         _family(name, server, found.tools[name], environ) for name, server in config.servers.items()
     ]

@@ -156,8 +156,7 @@ def _results(request: ModelRequest) -> dict[str, Any]:
     assert isinstance(last, ToolResultMessage)
     results = {}
     for result in last.content:
-        text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
-        results[names.get(result.tool_use_id, result.tool_use_id)] = _as_data(text)
+        results[names.get(result.tool_use_id, result.tool_use_id)] = _as_data(result.text)
     return results
 
 

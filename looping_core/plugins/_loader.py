@@ -318,8 +318,7 @@ def _plugin_config(
     info: PluginInfo, config: Config, source: Provenance, problems: Collector
 ) -> Any:
     raw = config.plugins.settings.get(source.plugin, {})
-    source_file = Path(config.source)
-    folder = source_file.resolve().parent if source_file.is_file() else Path.cwd()
+    folder = config.source_folder or Path.cwd()
     value, errors = structure_plugin_config(
         raw, info.config_type, f"$.plugins.{source.plugin}", folder
     )

@@ -164,9 +164,9 @@ class JobEngine:
         self.app.job_manager = self._manager  # before any task is registered: they keep it
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
+        """Workers waiting to be started again after a failure."""
         self._live_workers: dict[Worker, asyncio.Task[None]] = {}
         """procrastinate's workers running now, draining ones included, with their runs."""
-        """Workers waiting to be started again after a failure."""
         self._stopping = False
         self._register_tasks()
 
@@ -366,8 +366,8 @@ class JobEngine:
 
     async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
         """Run one procrastinate worker until it stops. One that stops for an outage returns
-        at once while its running jobs drain (`_draining`), so the next one can fetch as soon
-        as the store is back: a turn waiting out the outage holds up no other."""
+        at once while its running jobs drain (`_drained` notes their end), so the next one can
+        fetch as soon as the store is back: a turn waiting out the outage holds up no other."""
         stopping = asyncio.Event()
 
         def on_stop() -> None:
@@ -422,8 +422,7 @@ class JobEngine:
         begins by pruning workers whose heartbeat is older than `stalled_after_seconds`, and
         an outage that long would have their turns, still running here, run again elsewhere."""
         for worker in list(self._live_workers):
-            if worker.worker_id is not None:
-                await self.app.job_manager.update_heartbeat(worker.worker_id)
+            await worker.beat()
 
     @property
     def running(self) -> bool:

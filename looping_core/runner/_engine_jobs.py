@@ -99,14 +99,16 @@ class Worker(procrastinate.worker.Worker):
                 self._beat_while_draining(), name="looping-drain-heartbeat"
             )
 
+    async def beat(self) -> None:
+        """Say this worker lives (nothing once it has unregistered)."""
+        if self.worker_id is not None:
+            await self.app.job_manager.update_heartbeat(self.worker_id)
+
     async def _beat_while_draining(self) -> None:
         while self.worker_id is not None:
             await asyncio.sleep(self.update_heartbeat_interval)
-            worker_id = self.worker_id
-            if worker_id is None:
-                return
             with contextlib.suppress(Exception):  # the store may still be away: next beat
-                await self.app.job_manager.update_heartbeat(worker_id)
+                await self.beat()
 
 
 def connection_pool(**options: Any) -> psycopg_pool.AsyncConnectionPool[Any]:

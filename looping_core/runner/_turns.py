@@ -8,7 +8,7 @@ the agent's result written as the task's end, or kept for the next turn when a f
 that this turn never took.
 
 A store out of reach (`StoreUnavailable`) is no failure of the turn: every store call of a
-running turn (its session, events and subtasks, its begin and its end) is tried again for
+running turn's agent (its session, events and subtasks) and its end is tried again for
 `OUTAGE_PATIENCE_SECONDS` (`patiently`), while its model calls and tools go on, so the agent
 is not run again for an outage it outlived; a turn cut off by a longer one is the runner's to
 take up again.

@@ -15,7 +15,6 @@ import logging
 import os
 import socket
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import attrs
 
@@ -246,9 +245,10 @@ def build_agents(
     given = {tenant: tuple(chosen) for tenant, chosen in (models or {}).items()}
     agents: dict[str, Agent] = {}
     agent_problems: list[str] = []
+    beside = config.source_folder
     for tenant_id, tenant in config.tenants.items():
         try:
-            agent_class = load_agent_class(tenant_id, tenant.agent, beside=_folder_of(config))
+            agent_class = load_agent_class(tenant_id, tenant.agent, beside=beside)
             if model_problems:
                 continue  # imported, so a wrong reference shows; made once its models are
             agents[tenant_id] = agent_class(
@@ -362,9 +362,3 @@ def _host_node() -> str:
         node,
     )
     return node
-
-
-def _folder_of(config: Config) -> Path | None:
-    """The folder of the config's file (where its agents' modules may be), if it came from one."""
-    path = Path(config.source)
-    return path.resolve().parent if path.is_file() else None
