@@ -51,7 +51,7 @@ _SETS = {set, frozenset, collections.abc.Set, collections.abc.MutableSet}
 _MAPPINGS = {dict, collections.abc.Mapping, collections.abc.MutableMapping}
 _FIX = (
     "use str, int, float, bool, a Literal, an Enum, a list, a dict with str keys, an attrs "
-    "class or a dataclass (or Any)"
+    "class, a dataclass or a TypedDict (or Any)"
 )
 
 
@@ -65,8 +65,11 @@ class Unsupported(Exception):
 
 
 def is_object_class(hint: Any) -> bool:
-    """Whether `hint` is a class whose instances are JSON objects here (attrs or dataclass)."""
-    return isinstance(hint, type) and (attrs.has(hint) or dataclasses.is_dataclass(hint))
+    """Whether `hint` is a class whose instances are JSON objects here (attrs, dataclass or
+    `TypedDict`)."""
+    return isinstance(hint, type) and (
+        attrs.has(hint) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+    )
 
 
 def annotated_words(hint: Any) -> str | None:
@@ -179,11 +182,12 @@ def _object(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
     properties: dict[str, Any] = {}
     required: list[str] = []
     for name, has_default, default in _fields(cls):
+        hint = _unwrapped_key(hints.get(name, Any))
         try:
-            schema = describe(hints.get(name, Any), (*seen, cls))
+            schema = describe(hint, (*seen, cls))
         except Unsupported as exc:
             raise Unsupported(f"{cls.__name__}.{name}: {exc.problem}", exc.fix) from None
-        schema = with_description(schema, hints.get(name, Any), described.get(name))
+        schema = with_description(schema, hint, described.get(name))
         if has_default:
             schema = with_default(schema, default)
         else:
@@ -198,8 +202,15 @@ def _object(cls: type, seen: tuple[type, ...]) -> dict[str, Any]:
 
 
 def _fields(cls: type) -> list[tuple[str, bool, Any]]:
-    """Each field set through `__init__`: its name, whether it has a default, the default (a
-    plain value, or `None` for a factory)."""
+    """Each field set through `__init__` (a `TypedDict`'s keys): its name, whether it may be
+    left out (a default, or a key that is not required), the default (a plain value, or
+    `_NONE` for a factory or none)."""
+    if typing.is_typeddict(cls):
+        required = getattr(cls, "__required_keys__", frozenset())
+        hints = typing.get_type_hints(cls, include_extras=True)
+        for name, hint in hints.items():
+            _check_required_mark(cls, name, get_origin(hint), name in required)
+        return [(name, name not in required, _NONE) for name in hints]
     if attrs.has(cls):
         return [
             (f.name, f.default is not attrs.NOTHING, _plain(f.default))
@@ -215,6 +226,28 @@ def _fields(cls: type) -> list[tuple[str, bool, Any]]:
         )
         found.append((f.name, has_default, _plain(f.default)))
     return found
+
+
+def _check_required_mark(cls: type, name: str, mark: Any, required: bool) -> None:
+    """Refuse a key whose `Required`/`NotRequired` its class did not see: the schema must say
+    what structuring (which follows the class) will do."""
+    said = {typing.Required: True, typing.NotRequired: False}.get(mark)
+    if said is None or said == required:
+        return
+    raise Unsupported(
+        f"{cls.__name__}.{name} is marked {mark.__name__} but the class "
+        f"{'requires' if required else 'does not require'} it (its module has `from __future__ "
+        "import annotations`, which hides the mark from TypedDict before Python 3.12)",
+        "define the TypedDict in a module without that import",
+    )
+
+
+def _unwrapped_key(hint: Any) -> Any:
+    """A `TypedDict` key's type without `Required[...]`/`NotRequired[...]` (its class says
+    which keys are required)."""
+    if get_origin(hint) in (typing.Required, typing.NotRequired):
+        return get_args(hint)[0]
+    return hint
 
 
 def _plain(default: Any) -> Any:

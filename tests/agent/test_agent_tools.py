@@ -220,5 +220,6 @@ def test_a_module_whose_tool_cannot_be_described_stops_the_server_naming_it(
     assert str(refused.value) == (
         "tenants.t.agent: importing 'lpt_bad_tools' failed: tool lpt_bad_tools.remind, "
         "parameter 'at': datetime has no JSON Schema here; use str, int, float, bool, a "
-        "Literal, an Enum, a list, a dict with str keys, an attrs class or a dataclass (or Any)"
+        "Literal, an Enum, a list, a dict with str keys, an attrs class, a dataclass or a "
+        "TypedDict (or Any)"
     )

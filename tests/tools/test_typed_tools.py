@@ -23,11 +23,9 @@ from looping_core.contract import Tool, ToolCall, ToolContext, ToolError
 from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel
 from looping_core.testing import ToolCall as ScriptedCall
 from looping_core.tools import FunctionTool, ToolDefinitionError, schema_of, tool
+from typed_dicts import Color, Label, Shipment
 
 
-class Color(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
 
 
 class Level(enum.IntEnum):
@@ -52,6 +50,13 @@ class Box:
     corner: Point
     label: str | None = None
     tags: list[str] = dataclasses.field(default_factory=list)
+
+
+class Unseen(typing.TypedDict):
+    """`NotRequired` under postponed annotations: the class takes the key as required."""
+
+    city: str
+    weight: typing.NotRequired[float]
 
 
 POINT = {
@@ -116,6 +121,28 @@ TABLE: list[tuple[Any, dict[str, Any]]] = [
                 "tags": {"type": "array", "items": {"type": "string"}},
             },
             "required": ["corner"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Shipment,
+        {
+            "description": "Where a parcel goes.",
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "weight": {"type": "number"}},
+            "required": ["city"],
+            "additionalProperties": False,
+        },
+    ),
+    (
+        Label,
+        {
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "color": {"type": "string", "enum": ["red", "blue"]},
+            },
+            "required": ["text"],
             "additionalProperties": False,
         },
     ),
@@ -300,6 +327,16 @@ def test_schema_of_a_hint_with_none_says_what_to_write_instead() -> None:
         schema_of(complex)
 
 
+def test_a_typed_dict_whose_keys_class_cannot_see_their_required_marks_is_refused() -> None:
+    with pytest.raises(ToolDefinitionError) as refused:
+        schema_of(Unseen)
+    assert str(refused.value) == (
+        "Unseen.weight is marked NotRequired but the class requires it (its module has `from "
+        "__future__ import annotations`, which hides the mark from TypedDict before Python "
+        "3.12); define the TypedDict in a module without that import"
+    )
+
+
 def test_a_refused_name_says_how_to_rename() -> None:
     with pytest.raises(ToolDefinitionError, match=r"give @tool\(name=\.\.\.\)"):
         tool(_Upper)
@@ -362,6 +399,31 @@ async def test_arguments_are_structured_into_the_parameters_types() -> None:
     [result] = _results(outcome)
     assert not result.is_error
     assert json.loads(_text(result)) == {"placed": 1}
+
+
+async def test_typed_dict_arguments_are_structured_with_their_keys_only() -> None:
+    seen: list[Any] = []
+
+    @tool
+    async def ship(parcel: Shipment, label: Label) -> str:
+        """Ship a parcel."""
+        seen.append((parcel, label))
+        return "shipped"
+
+    model = ScriptedModel(
+        [
+            ScriptedModel.calls(
+                "ship", {"parcel": {"city": "Oslo"}, "label": {"text": "x", "color": "red"}}
+            ),
+            ScriptedModel.calls("ship", {"parcel": {"town": "Oslo"}, "label": {"text": "x"}}),
+            ScriptedModel.answer("Shipped."),
+        ]
+    )
+    outcome = await run_tool_loop([model], _request(), [ship])
+    assert seen == [({"city": "Oslo"}, {"text": "x", "color": Color.RED})]
+    first, second = _results(outcome)
+    assert not first.is_error
+    assert second.is_error and "town" in _text(second)
 
 
 async def test_arguments_that_fail_the_schema_never_reach_the_function() -> None:
