@@ -10,9 +10,15 @@ Every step is handed to the `StepLog` before the next begins (the model's messag
 tools' results), so a durable log makes every step durable.
 
 Budgets (`Budget`): when model calls, tokens or seconds are spent, one last call is made without
-tools and with the app's `budget_note` added to the system text, so the caller gets an answer
-rather than silence. The texts of error results are terse facts (`unknown tool: x`), not prose:
-the words a model is told to act on are the app's.
+tools (but the answer tool, for a structured answer) and with the app's `budget_note` added to
+the system text, so the caller gets an answer rather than silence. The texts of error results are
+terse facts (`unknown tool: x`), not prose: the words a model is told to act on are the app's.
+
+A structured answer (`answer`, see `_output.py`) ends the loop only when it fits its schema: one
+that does not is answered with its problems (an error result of the answer tool's call, or in
+native mode a user message of them) and the model tries again, at most `retries` times; then the
+loop ends with `LoopOutcome.answer_problem`. Tools called beside the answer that ends the loop
+are not run (their error result says so).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from looping_core.agent._model import (
     ToolSpec,
     respond_with_fallback,
 )
+from looping_core.agent._output import StructuredAnswer
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -46,11 +53,13 @@ from looping_core.content import (
     DocumentBlock,
     ImageBlock,
     Message,
+    RefusalBlock,
     TextBlock,
     ToolResultBlock,
     ToolResultMessage,
     ToolUseBlock,
     Usage,
+    UserMessage,
 )
 from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, bind_tool_call
 from looping_core.tools import SchemaUnusable, argument_problems
@@ -107,6 +116,11 @@ class LoopOutcome:
     """The control action the model took, and its call, if the loop ended with one."""
     compactions: int = 0
     """How often the conversation was compacted (summaries' usage is in `usage`)."""
+    answer: Any = None
+    """The structured answer (a JSON object that fits the schema), when one was asked for and
+    given."""
+    answer_problem: str | None = None
+    """Why no structured answer fits, when one was asked for and the retries ran out."""
 
     @property
     def rounds(self) -> int:
@@ -140,6 +154,7 @@ async def run_tool_loop(
     inbox: Inbox | None = None,
     on_text: TextSink | None = None,
     tool_context: ToolContext | None = None,
+    answer: StructuredAnswer | None = None,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
@@ -149,75 +164,153 @@ async def run_tool_loop(
     caller sent while the loop ran (already durable): they join the conversation before the next
     model call, and an answer given while one waits is not the last word. `on_text` is given
     each response's text as it streams. `tool_context` is what the tools were built with: a
-    handler finds it on its `ToolCall` (a typed tool's `ToolContext` parameter).
+    handler finds it on its `ToolCall` (a typed tool's `ToolContext` parameter). `answer`: the
+    structured answer the loop must end with (`LoopOutcome.answer`).
     """
-    budget = budget or Budget()
-    by_name = {tool.name: tool for tool in tools}
     controls = {action.name: action for action in actions}
     specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools) + tuple(
         ToolSpec(a.name, a.description, a.input_schema) for a in actions
     )
-    conversation = list(request.messages)
-    added: list[Message] = []
-    served: list[str] = []
-    usage = Usage()
-    started = clock()
-    slots = asyncio.Semaphore(max_parallel_tools)
+    last_specs: tuple[ToolSpec, ...] = ()
+    if answer is not None:
+        request = attrs.evolve(request, output=answer.request())
+        if answer.as_tool:
+            last_specs = (answer.tool_spec(),)
+            specs += last_specs
     dispatch = functools.partial(
         _dispatch,
-        tools=by_name,
+        tools={tool.name: tool for tool in tools},
         controls=controls,
         timeout=tool_timeout,
-        slots=slots,
+        slots=asyncio.Semaphore(max_parallel_tools),
         context=tool_context,
+        answer=answer,
     )
+    run = _Run(request, log, compactor, inbox, clock())
     if pending:
         results, taken = await dispatch(pending)
-        await _record(log, conversation, added, ToolResultMessage(results))
-        if taken is not None:  # the turn had ended with a control action before a crash
+        await run.record(ToolResultMessage(results))
+        given = _given_answer(pending, answer)
+        if taken is not None or given is not None:  # the turn had ended before a crash
             asked = next(m for m in reversed(request.messages) if isinstance(m, AssistantMessage))
             final = ModelResponse(asked, "tool_use", served_by="")
-            return _outcome(added, final, usage, served, compactor=compactor, control=taken)
+            return run.outcome(final, control=taken, answer=given)
+    wrong_answers = 0
+    budget = budget or Budget()
     while True:
-        if inbox is not None:
-            arrived = await inbox()
-            conversation.extend(arrived)
-            added.extend(arrived)
-        exhausted = _spent(budget, len(served), usage, clock() - started)
+        await run.take_arrivals()
+        exhausted = _spent(budget, len(run.served), run.usage, clock() - run.started)
         last_call = exhausted is not None
         step = attrs.evolve(
             request,
-            messages=tuple(conversation),
-            tools=() if last_call else specs,
+            messages=tuple(run.conversation),
+            tools=last_specs if last_call else specs,
             system=_with_note(request.system, budget_note) if last_call else request.system,
         )
-        step, response = await _ask(models, step, compactor, on_text)
-        conversation[:] = step.messages
-        served.append(response.served_by)
-        usage = usage + (response.message.usage or Usage())
+        response = await run.ask(models, step, on_text)
         calls = response.tool_calls
+        attempt = _attempt(answer, response)
+        if attempt is not None and answer is not None:
+            wrong_answers += attempt.problem is not None
+            if attempt.problem is None or last_call or wrong_answers > answer.retries:
+                await run.record(*_answered(response, attempt))
+                if attempt.problem is None and not last_call and await run.more_arrived():
+                    continue  # the caller said more while the model answered: answer that too
+                return run.outcome(
+                    response, exhausted=exhausted, answer=attempt.value,
+                    answer_problem=attempt.problem,
+                )  # fmt: skip
+            if attempt.call is None:  # a text answer: its problems are the next user message
+                await run.record(response.message, UserMessage((TextBlock(attempt.problem),)))
+                continue
+            # The answer call gets its problems as its result; the other calls run as usual.
         if last_call or not calls:
-            await _record(log, conversation, added, response.message)
-            if not last_call and inbox is not None and await _waiting(inbox, conversation, added):
+            await run.record(response.message)
+            if not last_call and await run.more_arrived():
                 continue  # the caller said more while the model answered: answer that too
-            return _outcome(
-                added, response, usage, served, compactor=compactor, exhausted=exhausted
-            )
+            return run.outcome(response, exhausted=exhausted)
         malformed = [
             _error(c, response.bad_arguments[c.id]) for c in calls if c.id in response.bad_arguments
         ]
-        if malformed:
-            # Answered at once, in the same write as the calls: a resumed turn never runs them.
-            await _record(log, conversation, added, response.message, ToolResultMessage(malformed))
-        else:
-            await _record(log, conversation, added, response.message)
+        # Answered at once, in the same write as the calls: a resumed turn never runs them.
+        await run.record(response.message, *([ToolResultMessage(malformed)] if malformed else []))
         results, taken = await dispatch(
             [call for call in calls if call.id not in response.bad_arguments]
         )
         if results:
-            await _record(log, conversation, added, ToolResultMessage(results))
+            await run.record(ToolResultMessage(results))
         if taken is not None:
-            return _outcome(added, response, usage, served, compactor=compactor, control=taken)
+            return run.outcome(response, control=taken)
+
+
+class _Run:
+    """One run of the loop: the conversation as it grows, what it added, which models served
+    it and their usage; each step goes to the log before the conversation goes on with it."""
+
+    def __init__(
+        self,
+        request: ModelRequest,
+        log: StepLog | None,
+        compactor: Compactor | None,
+        inbox: Inbox | None,
+        started: float,
+    ) -> None:
+        self.conversation = list(request.messages)
+        self.added: list[Message] = []
+        self.served: list[str] = []
+        self.usage = Usage()
+        self.started = started
+        self._log = log
+        self._compactor = compactor
+        self._inbox = inbox
+
+    async def record(self, *messages: Message) -> None:
+        """Hand `messages` to the log (one write) before the conversation goes on with them."""
+        if self._log is not None:
+            await self._log.append(messages)
+        self.conversation.extend(messages)
+        self.added.extend(messages)
+
+    async def take_arrivals(self) -> None:
+        """Add what the caller sent since the last look (durable already)."""
+        await self.more_arrived()
+
+    async def more_arrived(self) -> bool:
+        """Whether the caller sent more (now in the conversation) since the last look."""
+        if self._inbox is None:
+            return False
+        arrived = await self._inbox()
+        self.conversation.extend(arrived)
+        self.added.extend(arrived)
+        return bool(arrived)
+
+    async def ask(
+        self, models: Sequence[ChatModel], step: ModelRequest, on_text: TextSink | None
+    ) -> ModelResponse:
+        """The models' response to `step` (compacted first when needed), counted."""
+        step, response = await _ask(models, step, self._compactor, on_text)
+        self.conversation[:] = step.messages
+        self.served.append(response.served_by)
+        self.usage = self.usage + (response.message.usage or Usage())
+        return response
+
+    def outcome(
+        self,
+        response: ModelResponse,
+        *,
+        exhausted: str | None = None,
+        control: tuple[ControlAction, ToolUseBlock] | None = None,
+        answer: Any = None,
+        answer_problem: str | None = None,
+    ) -> LoopOutcome:
+        usage, compactions = self.usage, 0
+        if self._compactor is not None:
+            usage = usage + self._compactor.usage
+            compactions = self._compactor.compactions
+        return LoopOutcome(
+            tuple(self.added), response, usage, tuple(self.served), exhausted, control,
+            compactions, answer, answer_problem,
+        )  # fmt: skip
 
 
 async def _dispatch(
@@ -228,18 +321,106 @@ async def _dispatch(
     timeout: float,
     slots: asyncio.Semaphore,
     context: ToolContext | None,
+    answer: StructuredAnswer | None = None,
 ) -> tuple[list[ToolResultBlock], tuple[ControlAction, ToolUseBlock] | None]:
     """The results of `calls`, in their order, and the control action taken among them."""
     taken = _control(calls, controls)
+    answer_tool = answer.tool_name if answer is not None and answer.as_tool else None
     results = await asyncio.gather(
         *(
             _acknowledged(call) if taken and call is taken[1] else
             _refused_control(call, controls[call.name]) if call.name in controls else
+            _judged(call, answer) if answer is not None and call.name == answer_tool else
             _call(call, tools, timeout, slots, context)
             for call in calls
         )
     )  # fmt: skip
     return list(results), taken
+
+
+@attrs.frozen
+class _Attempt:
+    """A response's try at the structured answer: the answer tool's call (`None`: its text),
+    the value, and what is wrong with it (`None`: nothing)."""
+
+    call: ToolUseBlock | None
+    value: Any
+    problem: str | None
+
+
+NOT_RUN_ANSWERED = "not run: the turn ended with its answer"
+"""The result of a tool called beside the answer that ended the turn (or the last wrong one)."""
+
+
+def _attempt(answer: StructuredAnswer | None, response: ModelResponse) -> _Attempt | None:
+    """The response's try at the answer; `None` when it is none (it calls other tools only, it
+    declines, or no answer is asked for). In tool mode a text answer is taken when it is the
+    JSON of a fitting answer (models that ignore the tool do that)."""
+    if answer is None or any(isinstance(b, RefusalBlock) for b in response.message.content):
+        return None
+    calls = response.tool_calls
+    if answer.as_tool:
+        call = next((c for c in calls if c.name == answer.tool_name), None)
+        if call is not None:
+            bad = response.bad_arguments.get(call.id)
+            return _Attempt(call, dict(call.input), bad or answer.schema.problem(call.input))
+    if calls:
+        return None
+    text = "".join(b.text for b in response.message.content if isinstance(b, TextBlock))
+    value, problem = _json_of(text)
+    if problem is None:
+        problem = answer.schema.problem(value)
+    elif answer.as_tool:
+        problem = f"no answer: expected a call of tool {answer.tool_name}"
+    return _Attempt(None, value, problem)
+
+
+def _json_of(text: str) -> tuple[Any, str | None]:
+    """The JSON value a text answer holds (a fenced code block's too), or what is wrong."""
+    text = text.strip()
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        text = text[3:-3].removeprefix("json").strip()
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"invalid answer: not JSON ({_cut(str(exc))})"
+    except RecursionError:
+        return None, "invalid answer: it nests too deeply"
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _answered(response: ModelResponse, attempt: _Attempt) -> tuple[Message, ...]:
+    """The response and, for an answer call, a result for each of its calls: the answer's
+    (empty, or its problems), and for every other call that it was not run."""
+    if attempt.call is None:
+        return (response.message,)
+    answer_id = attempt.call.id
+    results = [
+        (_error(call, attempt.problem) if attempt.problem else ToolResultBlock(call.id, ()))
+        if call.id == answer_id
+        else _error(call, NOT_RUN_ANSWERED)
+        for call in response.tool_calls
+    ]
+    return response.message, ToolResultMessage(results)
+
+
+async def _judged(call: ToolUseBlock, answer: StructuredAnswer) -> ToolResultBlock:
+    """The result of an answer call run among others (a resumed turn's, or a wrong one's)."""
+    problem = answer.schema.problem(call.input)
+    return _error(call, problem) if problem else ToolResultBlock(call.id, ())
+
+
+def _given_answer(calls: Sequence[ToolUseBlock], answer: StructuredAnswer | None) -> Any:
+    """The first fitting answer among `calls` (a resumed turn's pending calls), or `None`."""
+    if answer is None or not answer.as_tool:
+        return None
+    for call in calls:
+        if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
+            return dict(call.input)
+    return None
 
 
 async def _ask(
@@ -265,33 +446,6 @@ async def _ask(
     if compactor is not None:
         compactor.observe(step, response)
     return step, response
-
-
-async def _waiting(inbox: Inbox, conversation: list[Message], added: list[Message]) -> bool:
-    """Whether the caller sent more (now in the conversation) while the model answered."""
-    arrived = await inbox()
-    conversation.extend(arrived)
-    added.extend(arrived)
-    return bool(arrived)
-
-
-def _outcome(
-    added: list[Message],
-    response: ModelResponse,
-    usage: Usage,
-    served: list[str],
-    *,
-    compactor: Compactor | None,
-    exhausted: str | None = None,
-    control: tuple[ControlAction, ToolUseBlock] | None = None,
-) -> LoopOutcome:
-    compactions = 0
-    if compactor is not None:
-        usage = usage + compactor.usage
-        compactions = compactor.compactions
-    return LoopOutcome(
-        tuple(added), response, usage, tuple(served), exhausted, control, compactions
-    )
 
 
 def _control(
@@ -342,16 +496,6 @@ def _with_note(system: str, note: str) -> str:
     if not note:
         return system
     return f"{system}\n\n{note}" if system else note
-
-
-async def _record(
-    log: StepLog | None, conversation: list[Message], added: list[Message], *messages: Message
-) -> None:
-    """Hand `messages` to the log (one write) before the conversation goes on with them."""
-    if log is not None:
-        await log.append(messages)
-    conversation.extend(messages)
-    added.extend(messages)
 
 
 async def _call(

@@ -39,6 +39,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelUnavailable",
+    "OutputRequest",
     "StreamEnd",
     "TextSink",
     "ToolSpec",
@@ -65,6 +66,19 @@ class ToolSpec:
 
 
 @attrs.frozen
+class OutputRequest:
+    """The form the answer must take: a JSON object fitting `schema`. `native`: ask the
+    provider's own structured output (`response_format` on the `openai` provider), the answer
+    being the response's text; otherwise the answer is a call of the tool named `name` (one of
+    the request's `tools`)."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str = ""
+    native: bool = False
+
+
+@attrs.frozen
 class ModelRequest:
     """One call to a chat model. `system` is the app's text (core writes none)."""
 
@@ -74,6 +88,8 @@ class ModelRequest:
     max_output_tokens: int | None = None
     options: Mapping[str, Any] = attrs.field(factory=dict)
     """Provider options passed through as they are (temperature, seed, ...)."""
+    output: OutputRequest | None = None
+    """The structured answer the agent wants, when it declares one."""
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ from looping_core.agent._model import (
     ModelEvent,
     ModelRequest,
     ModelUnavailable,
+    OutputRequest,
     StreamEnd,
 )
 from looping_core.content import (
@@ -138,6 +139,8 @@ class OpenAIChatModel:
                 }
                 for tool in request.tools
             ]
+        if request.output is not None and request.output.native:
+            arguments["response_format"] = _response_format(request.output)
         if request.max_output_tokens is not None:
             arguments["max_completion_tokens"] = request.max_output_tokens
         finish: str | None = None
@@ -180,6 +183,16 @@ class OpenAIChatModel:
         if status is not None:
             return ModelError(self.label, f"the endpoint refused the request (HTTP {status})")
         return ModelError(self.label, f"the response could not be read ({type(exc).__name__})")
+
+
+def _response_format(output: OutputRequest) -> dict[str, Any]:
+    """Structured output as Chat Completions asks for it. Not `strict`: that mode takes only a
+    subset of JSON Schema (every property required, no defaults); the loop checks the answer
+    against the whole schema itself."""
+    schema: dict[str, Any] = {"name": output.name, "schema": dict(output.schema), "strict": False}
+    if output.description:
+        schema["description"] = output.description
+    return {"type": "json_schema", "json_schema": schema}
 
 
 def _refused(exc: BaseException) -> bool:

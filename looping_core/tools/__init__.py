@@ -43,7 +43,13 @@ cannot be used (a `$ref` outside it or in a loop, an unknown dialect, too deep),
 file, reporting any failure as a problem rather than raising it.
 """
 
-from looping_core.tools._function import FunctionTool, ToolDefinitionError, schema_of, tool
+from looping_core.tools._function import (
+    FunctionTool,
+    ToolDefinitionError,
+    schema_of,
+    structurer_of,
+    tool,
+)
 from looping_core.tools._input_schemas import SchemaUnusable, argument_problems, schema_problem
 
 __all__ = [
@@ -53,5 +59,6 @@ __all__ = [
     "argument_problems",
     "schema_of",
     "schema_problem",
+    "structurer_of",
     "tool",
 ]

@@ -42,7 +42,7 @@ from looping_core.tools._schema import (
     with_description,
 )
 
-__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "tool"]
+__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "structurer_of", "tool"]
 
 _RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
 _INJECTED = (ToolCall, ToolContext)
@@ -198,6 +198,31 @@ def schema_of(hint: Any) -> dict[str, Any]:
         return describe(hint)
     except Unsupported as exc:
         raise ToolDefinitionError(f"{exc.problem}; {exc.fix}") from None
+
+
+def structurer_of(hint: Any) -> Callable[[Any], Any]:
+    """How a JSON value that fits `schema_of(hint)` becomes a `hint` (the structuring typed
+    tools' arguments get); `ToolDefinitionError` when cattrs cannot structure it."""
+    try:
+        hook = _CONVERTER.get_structure_hook(hint)
+    except Exception as exc:
+        raise ToolDefinitionError(
+            f"{_name_of(hint)} cannot be structured ({exc}); give each class of a union a "
+            "required field no other has, or use one class"
+        ) from None
+    return functools.partial(_structured, hook, hint)
+
+
+def _structured(hook: Callable[[Any, Any], Any], hint: Any, value: Any) -> Any:
+    """`value` structured into `hint`; `ToolError` with every problem when it cannot be."""
+    try:
+        return hook(value, hint)
+    except Exception as exc:
+        raise ToolError("; ".join(_problems(exc, "$"))) from None
+
+
+def _name_of(hint: Any) -> str:
+    return hint.__qualname__ if isinstance(hint, type) else repr(hint)
 
 
 def _injected(hint: Any) -> type | None:

@@ -60,24 +60,27 @@ def schema_problem(schema: Mapping[str, Any]) -> str | None:
     return None
 
 
-def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+def argument_problems(
+    schema: Mapping[str, Any], arguments: Mapping[str, Any], *, what: str = "arguments"
+) -> str | None:
     """What is wrong with `arguments` under `schema`, the problems joined (`None`: nothing).
+    `what` names the value in them (`invalid answer at ...` for a structured answer).
 
     Raises `SchemaUnusable` when the schema itself cannot be used; never anything else."""
     validator = _checked_validator(_canonical(schema))
     try:
         errors = sorted(
-            validator.iter_errors(dict(arguments)),
+            validator.iter_errors(dict(arguments) if isinstance(arguments, Mapping) else arguments),
             key=lambda error: [str(part) for part in error.absolute_path],
         )
     except RecursionError:
-        return "the arguments could not be checked (they nest too deeply for the schema)"
+        return f"the {what} could not be checked (nested too deeply for the schema)"
     except Exception as exc:  # a reference that cannot be resolved, a bad pattern, ...
         raise SchemaUnusable(f"checking against it failed ({type(exc).__name__})") from None
     if not errors:
         return None
     named = [
-        f"invalid arguments at {_where(error)}: {_cut(error.message)}"
+        f"invalid {what} at {_where(error, what)}: {_cut(error.message)}"
         for error in errors[:MAX_NAMED]
     ]
     if len(errors) > MAX_NAMED:
@@ -85,8 +88,8 @@ def argument_problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -
     return "; ".join(named)
 
 
-def _where(error: jsonschema.ValidationError) -> str:
-    return "/".join(str(part) for part in error.absolute_path) or "(the arguments)"
+def _where(error: jsonschema.ValidationError, what: str) -> str:
+    return "/".join(str(part) for part in error.absolute_path) or f"(the {what})"
 
 
 def _cut(text: str, limit: int = 300) -> str:

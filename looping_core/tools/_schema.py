@@ -206,7 +206,7 @@ def _fields(cls: type) -> list[tuple[str, bool, Any]]:
     left out (a default, or a key that is not required), the default (a plain value, or
     `_NONE` for a factory or none)."""
     if typing.is_typeddict(cls):
-        required = getattr(cls, "__required_keys__", frozenset())
+        required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
         hints = typing.get_type_hints(cls, include_extras=True)
         for name, hint in hints.items():
             _check_required_mark(cls, name, get_origin(hint), name in required)

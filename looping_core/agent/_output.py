@@ -1,0 +1,140 @@
+"""Structured answers: an agent that answers a program, in a schema.
+
+An agent declares its answer's type: an attrs class, a dataclass, a `TypedDict` (the schema
+typed tools' parameters get, `looping_core.tools.schema_of`) or a JSON Schema of an object. The
+model is asked for it one of two ways (`[tenants.<id>.loop] output_mode`):
+
+- `tool` (the default, any tool-calling model): a tool whose input schema is the answer's; the
+  model answers by calling it;
+- `native`: the provider's own structured output (`response_format` with the JSON Schema on the
+  `openai` provider), the answer being the response's text.
+
+An answer is checked against the schema (draft 2020-12, with the validator that never fetches)
+and then structured into the type; one that does not fit goes back to the model as an error
+result it can correct (tool mode), or as the problem's text (native mode), at most `retries`
+times. Core adds no words: the answer tool's description is the type's docstring (or the
+schema's `description`), and the problems are terse facts like a tool's argument errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from looping_core.agent._model import OutputRequest, ToolSpec
+from looping_core.contract import ToolError
+from looping_core.tools import (
+    SchemaUnusable,
+    ToolDefinitionError,
+    argument_problems,
+    schema_of,
+    schema_problem,
+    structurer_of,
+)
+
+__all__ = ["OUTPUT_MODES", "AnswerSchema", "AnswerTypeError", "StructuredAnswer"]
+
+OUTPUT_MODES = ("tool", "native")
+"""How a model is asked for a structured answer: a final-answer tool, or its native output."""
+
+_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+class AnswerTypeError(ValueError):
+    """An answer type that cannot be used: the message says what and how to fix it."""
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+@attrs.frozen
+class AnswerSchema:
+    """The type of an agent's answer: its JSON Schema (of an object), a name and description
+    for the model, and how a value that fits the schema becomes the app's type."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str = ""
+    structure: Callable[[Any], Any] = attrs.field(default=_as_is, eq=False, repr=False)
+
+    @classmethod
+    def of(cls, answer_type: Any) -> AnswerSchema:
+        """The schema of `answer_type`: an attrs class, a dataclass or a `TypedDict` (answers
+        are structured into it), or a JSON Schema as a mapping (answers stay JSON values).
+        `AnswerTypeError` when it is none of these, or not an object."""
+        if isinstance(answer_type, Mapping):
+            schema = dict(answer_type)
+            problem = schema_problem(schema)
+            if problem is not None:
+                raise AnswerTypeError(f"the answer's JSON Schema cannot be used: {problem}")
+            name = str(schema.get("title") or "answer")
+            structure: Callable[[Any], Any] = _as_is
+        else:
+            try:
+                schema = schema_of(answer_type)
+                structure = structurer_of(answer_type)
+            except ToolDefinitionError as exc:
+                raise AnswerTypeError(f"the answer's type has no schema: {exc}") from None
+            name = getattr(answer_type, "__name__", "") or "answer"
+        if schema.get("type") != "object":
+            raise AnswerTypeError(
+                "an answer must be a JSON object: give an attrs class, a dataclass, a "
+                'TypedDict or a JSON Schema whose type is "object"'
+            )
+        description = schema.get("description")
+        return cls(
+            name=_NAME.sub("_", name)[:64] or "answer",
+            schema=schema,
+            description=description if isinstance(description, str) else "",
+            structure=structure,
+        )
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with `value` as an answer, in the terse form of a tool's argument
+        errors (`None`: it fits, and structures)."""
+        if not isinstance(value, dict):
+            return "invalid answer: it is not a JSON object"
+        try:
+            problem = argument_problems(self.schema, value, what="answer")
+        except SchemaUnusable as exc:  # checked when the schema was made: not expected
+            return f"the answer could not be checked ({exc})"
+        if problem is not None:
+            return problem
+        try:
+            self.structure(value)
+        except ToolError as exc:
+            return f"invalid answer: {exc.message}"
+        return None
+
+
+@attrs.frozen
+class StructuredAnswer:
+    """How the loop asks for a structured answer: the schema, the mode (`tool` or `native`),
+    the answer tool's name (tool mode), and how many wrong answers the model may correct."""
+
+    schema: AnswerSchema
+    mode: str = attrs.field(default="tool", validator=attrs.validators.in_(OUTPUT_MODES))
+    tool_name: str = "final_answer"
+    retries: int = attrs.field(default=2, validator=attrs.validators.ge(0))
+
+    @property
+    def as_tool(self) -> bool:
+        return self.mode == "tool"
+
+    def tool_spec(self) -> ToolSpec:
+        """The answer tool as the model sees it (tool mode)."""
+        return ToolSpec(self.tool_name, self.schema.description, self.schema.schema)
+
+    def request(self) -> OutputRequest:
+        """What a model request says of the answer's form."""
+        name = self.tool_name if self.as_tool else self.schema.name
+        return OutputRequest(
+            name=name,
+            schema=self.schema.schema,
+            description=self.schema.description,
+            native=not self.as_tool,
+        )
