@@ -8,7 +8,8 @@
   `respond_with_fallback` (the next model when one is unavailable), and the built-in `openai`
   provider for any OpenAI-compatible endpoint (`OpenAIChatModel`, the `openai` extra).
 - `LoopingAgent`: the soul (`agent_soul`) is the app's; the session, the models, the tool loop
-  and the budget are core's.
+  and the budget are core's. With `output_type` it answers in a schema (`AnswerSchema`,
+  `StructuredAnswer`): a checked JSON object, as a data part.
 - The tool loop: `run_tool_loop` asks the models, runs the tools they call (bad calls become
   error results, never crashes), hands every step to a `StepLog`, keeps to a `Budget`, takes in
   what the caller sends meanwhile (`Inbox`), and compacts the conversation (`Compactor`) before
@@ -41,6 +42,7 @@ from looping_core.agent._model import (
     ModelRequest,
     ModelResponse,
     ModelUnavailable,
+    OutputRequest,
     StreamEnd,
     TextSink,
     ToolSpec,
@@ -48,6 +50,7 @@ from looping_core.agent._model import (
     respond_with_fallback,
 )
 from looping_core.agent._openai import MissingExtra, OpenAIChatModel, openai_provider
+from looping_core.agent._output import AnswerSchema, AnswerTypeError, StructuredAnswer
 from looping_core.agent._providers import ModelSetupError
 from looping_core.agent._seam import (
     Agent,
@@ -66,6 +69,8 @@ __all__ = [
     "Agent",
     "AgentContext",
     "AgentLoadError",
+    "AnswerSchema",
+    "AnswerTypeError",
     "ArtifactOut",
     "Budget",
     "ChatModel",
@@ -85,9 +90,11 @@ __all__ = [
     "ModelSetupError",
     "ModelUnavailable",
     "OpenAIChatModel",
+    "OutputRequest",
     "SessionLog",
     "StepLog",
     "StreamEnd",
+    "StructuredAnswer",
     "TextSink",
     "ToolSpec",
     "TurnEvents",

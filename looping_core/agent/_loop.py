@@ -45,7 +45,7 @@ from looping_core.agent._model import (
     ToolSpec,
     respond_with_fallback,
 )
-from looping_core.agent._output import StructuredAnswer
+from looping_core.agent._output import StructuredAnswer, json_of_text
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -367,29 +367,12 @@ def _attempt(answer: StructuredAnswer | None, response: ModelResponse) -> _Attem
     if calls:
         return None
     text = "".join(b.text for b in response.message.content if isinstance(b, TextBlock))
-    value, problem = _json_of(text)
+    value, problem = json_of_text(text)
     if problem is None:
         problem = answer.schema.problem(value)
     elif answer.as_tool:
         problem = f"no answer: expected a call of tool {answer.tool_name}"
     return _Attempt(None, value, problem)
-
-
-def _json_of(text: str) -> tuple[Any, str | None]:
-    """The JSON value a text answer holds (a fenced code block's too), or what is wrong."""
-    text = text.strip()
-    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
-        text = text[3:-3].removeprefix("json").strip()
-    try:
-        return json.loads(text), None
-    except ValueError as exc:
-        return None, f"invalid answer: not JSON ({_cut(str(exc))})"
-    except RecursionError:
-        return None, "invalid answer: it nests too deeply"
-
-
-def _cut(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _answered(response: ModelResponse, attempt: _Attempt) -> tuple[Message, ...]:

@@ -15,6 +15,11 @@ server before it listens), never at import time:
   families' tools. It is called once when the agent is made, to find clashes (two tools of one
   name) before the server listens, then for every turn.
 
+An agent that answers a program sets `output_type` (an attrs class, a dataclass, a `TypedDict` or
+a JSON Schema of an object): its answer is then a JSON object checked against that schema, the
+data part of the reply and of the answer artifact, and `TurnResult.output` structured into the
+type (see `_output.py` for how the model is asked, and what a wrong answer gets).
+
 Each turn: the new message joins the caller's durable session, the loop runs with every step
 written there, and the final answer's text, images and audio are the reply and an artifact; the
 turn's usage, the models that served it and its rounds become the task's metadata
@@ -45,6 +50,12 @@ from looping_core.agent._model import (
     ModelUnavailable,
     TextSink,
 )
+from looping_core.agent._output import (
+    AnswerSchema,
+    AnswerTypeError,
+    StructuredAnswer,
+    json_of_text,
+)
 from looping_core.agent._providers import ModelSetupError, chat_models
 from looping_core.agent._seam import (
     Agent,
@@ -60,6 +71,7 @@ from looping_core.config import LoopSettings, TenantModelConfig, check_model
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
+    DataBlock,
     ImageBlock,
     Message,
     RefusalBlock,
@@ -97,6 +109,12 @@ class LoopingConfig:
     model: TenantModelConfig | None = None
     """The agent's own model and fallbacks, used when the config has no `[tenants.<id>.model]`
     (which, when present, replaces it whole: endpoints and keys are the deployment's)."""
+    output_mode: str = "tool"
+    """How the model is asked for a structured answer (`output_type`): `tool` or `native`."""
+    output_retries: int = 2
+    """Wrong structured answers the model may correct before the turn fails."""
+    answer_tool: str = "final_answer"
+    """The name of the tool a structured answer is given with (`output_mode = "tool"`)."""
 
     def overridden(self, settings: LoopSettings) -> LoopingConfig:
         """This config with what the deployment set in `[tenants.<id>.loop]`."""
@@ -122,12 +140,18 @@ class LoopingConfig:
             compaction=compaction,
             tool_timeout=pick("tool_timeout_seconds", self.tool_timeout),
             max_parallel_tools=pick("max_parallel_tools", self.max_parallel_tools),
+            output_mode=pick("output_mode", self.output_mode),
+            output_retries=pick("output_retries", self.output_retries),
         )
 
 
 class LoopingAgent(Agent):
     """Subclass it, write `agent_soul`; name it in `[tenants.<id>] agent` with a
     `[tenants.<id>.model]`."""
+
+    output_type: Any = None
+    """The answer's type, for an agent that answers in a schema: an attrs class, a dataclass, a
+    `TypedDict`, or a JSON Schema (a mapping) of an object. `None`: the answer is text."""
 
     def __init__(self, context: AgentContext) -> None:
         super().__init__(context)
@@ -158,7 +182,29 @@ class LoopingAgent(Agent):
         self._families: tuple[ToolFamily, ...] = tuple(
             available[name] for name in (wanted if wanted is not None else sorted(available))
         )
+        self._answer = self._structured_answer()
         self._check_tools(ToolContext(tenant=context.tenant, instance_id=context.tenant))
+
+    def _structured_answer(self) -> StructuredAnswer | None:
+        """How the answer is asked for, when `output_type` declares one."""
+        if self.output_type is None:
+            return None
+        where = f"tenants.{self.context.tenant}: {type(self).__name__}.output_type"
+        try:
+            schema = AnswerSchema.of(self.output_type)
+        except AnswerTypeError as exc:
+            raise AgentLoadError(f"{where}: {exc}") from None
+        config = self._config
+        if config.output_mode not in ("tool", "native"):
+            raise AgentLoadError(
+                f'{where}: output_mode must be "tool" or "native", not {config.output_mode!r}'
+            )
+        return StructuredAnswer(
+            schema, config.output_mode, config.answer_tool, max(0, config.output_retries)
+        )
+
+    def output_modes(self) -> tuple[str, ...] | None:
+        return ("application/json",) if self._answer is not None else None
 
     def _wanted_families(self) -> tuple[str, Sequence[str] | None]:
         """The seam that names the tool families, and what it names (`agent_plugins`, the old
@@ -200,11 +246,25 @@ class LoopingAgent(Agent):
                 family_tools += [(family.name, t) for t in family.factory(startup)]
             except Exception:
                 _log.debug("tool family %s cannot be built at startup", family.name)
-        problems = _clashes(own, family_tools)
+        problems = _clashes(own, family_tools) + self._answer_clash(own, family_tools)
         if problems:
             raise AgentLoadError(
                 f"{where}: " + "; ".join(problems), problems=[f"{where}: {p}" for p in problems]
             )
+
+    def _answer_clash(
+        self, own: Sequence[Tool], family_tools: Sequence[tuple[str, Tool]]
+    ) -> list[str]:
+        """The answer tool's name, when a tool has it too."""
+        if self._answer is None or not self._answer.as_tool:
+            return []
+        name = self._answer.tool_name
+        if any(t.name == name for t in (*own, *(t for _, t in family_tools))):
+            return [
+                f"tool {name!r} has the name of the answer tool; rename it, or set "
+                "LoopingConfig.answer_tool"
+            ]
+        return []
 
     def _own_models(self) -> tuple[ChatModel, ...]:
         """The models `agent_config().model` names, made with the tenant's providers."""
@@ -262,10 +322,14 @@ class LoopingAgent(Agent):
             turn.session, turn.message, turn.history
         )
         inbox = turn.session.arrivals if turn.session is not None else None
-        if answered is not None:
+        given = self._given_answer(conversation, answered)
+        if given is not None or (answered is not None and self._answer is None):
             # The loop had finished before a crash: not again, unless the caller said more.
             arrived = await inbox() if inbox is not None else []
             if not arrived:
+                if given is not None:
+                    return await self.turn_result(turn, self._answer_result(given))
+                assert answered is not None
                 return self._result(answered)
             conversation = (*conversation, *arrived)
         config = self._config
@@ -286,6 +350,7 @@ class LoopingAgent(Agent):
                 inbox=inbox,
                 on_text=self._answer_stream(turn, answer_id),
                 tool_context=self._tool_context(turn.tool_context),
+                answer=self._answer,
             )
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
@@ -305,9 +370,19 @@ class LoopingAgent(Agent):
             if action.outcome == "input_required":
                 return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=words, metadata=report)
             return TurnResult(TurnOutcome.REJECTED, reply=words, metadata=report)
-        return await self.turn_result(
-            turn, attrs.evolve(self._result(outcome.final.message, answer_id), metadata=report)
-        )
+        if outcome.answer is not None:
+            result = self._answer_result(outcome.answer, answer_id)
+        else:
+            result = self._result(outcome.final.message, answer_id)
+            if self._answer is not None and result.outcome is not TurnOutcome.REJECTED:
+                problem = outcome.answer_problem or "no answer was given"
+                _log.warning(
+                    "tenant %s, task %s: no answer fits the schema: %s",
+                    self.context.tenant, turn.task_id, problem,
+                )  # fmt: skip
+                report["looping.outputProblem"] = problem
+                result = TurnResult(TurnOutcome.FAILED, reason="OUTPUT_INVALID")
+        return await self.turn_result(turn, attrs.evolve(result, metadata=report))
 
     def turn_tools(self, turn: TurnInput) -> list[Tool]:
         """The tools of this turn: the agent's own and those of the chosen tool families, built
@@ -346,8 +421,8 @@ class LoopingAgent(Agent):
     def _answer_stream(self, turn: TurnInput, answer_id: str) -> TextSink | None:
         """The turn's text as chunks of the answer artifact (the runner coalesces them)."""
         events = turn.events
-        if events is None or not self._config.stream_answer:
-            return None
+        if events is None or not self._config.stream_answer or self._answer is not None:
+            return None  # a structured answer is whole or nothing
         name = self._config.answer_name
 
         async def chunk(text: str, starts: bool) -> None:
@@ -369,6 +444,48 @@ class LoopingAgent(Agent):
         if answer_id is not None:
             artifact = attrs.evolve(artifact, artifact_id=answer_id)
         return TurnResult(reply=answer, artifacts=(artifact,))
+
+    def _answer_result(self, value: Any, answer_id: str | None = None) -> TurnResult:
+        """A turn that ends with the structured answer `value` (it fits the schema): its JSON
+        as the reply's and the answer artifact's data part, and `output` in the app's type."""
+        assert self._answer is not None
+        data = (DataBlock(value),)
+        artifact = ArtifactOut(name=self._config.answer_name, blocks=data)
+        if answer_id is not None:
+            artifact = attrs.evolve(artifact, artifact_id=answer_id)
+        output = self._answer.schema.structure(value)
+        return TurnResult(reply=data, artifacts=(artifact,), output=output)
+
+    def _given_answer(
+        self, conversation: Sequence[Message], answered: AssistantMessage | None
+    ) -> Any:
+        """The structured answer a turn resumed after a crash had already given (`None`:
+        none): the answer tool's call that got its (empty) result, or the fitting text."""
+        answer = self._answer
+        if answer is None:
+            return None
+        if answered is not None:
+            text = "".join(b.text for b in answered.content if isinstance(b, TextBlock))
+            value, problem = json_of_text(text)
+            return value if problem is None and answer.schema.problem(value) is None else None
+        if not answer.as_tool:
+            return None
+        found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
+        if not found:
+            return None
+        at, asked = found[-1]
+        fine = {
+            block.tool_use_id
+            for message in conversation[at + 1 :]
+            if isinstance(message, ToolResultMessage)
+            for block in message.content
+            if not block.is_error
+        }
+        calls = (b for b in asked.content if isinstance(b, ToolUseBlock) and b.id in fine)
+        for call in calls:
+            if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
+                return dict(call.input)
+        return None
 
     def _tool_context(self, context: ToolContext | None) -> ToolContext:
         """The turn's tool context (a turn run outside a server has none: the tenant's)."""

@@ -18,6 +18,7 @@ schema's `description`), and the problems are terse facts like a tool's argument
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,7 +36,7 @@ from looping_core.tools import (
     structurer_of,
 )
 
-__all__ = ["OUTPUT_MODES", "AnswerSchema", "AnswerTypeError", "StructuredAnswer"]
+__all__ = ["OUTPUT_MODES", "AnswerSchema", "AnswerTypeError", "StructuredAnswer", "json_of_text"]
 
 OUTPUT_MODES = ("tool", "native")
 """How a model is asked for a structured answer: a final-answer tool, or its native output."""
@@ -138,3 +139,20 @@ class StructuredAnswer:
             description=self.schema.description,
             native=not self.as_tool,
         )
+
+
+def json_of_text(text: str) -> tuple[Any, str | None]:
+    """The JSON value a text answer holds (a fenced code block's too), or what is wrong."""
+    text = text.strip()
+    if text.startswith("```") and text.endswith("```") and len(text) >= 6:
+        text = text[3:-3].removeprefix("json").strip()
+    try:
+        return json.loads(text), None
+    except ValueError as exc:
+        return None, f"invalid answer: not JSON ({_cut(str(exc))})"
+    except RecursionError:
+        return None, "invalid answer: it nests too deeply"
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -171,6 +171,10 @@ class TurnResult:
     (for an answer that needs no task: a greeting, a lookup). Only for an ending turn with a
     reply; the task is still kept (for a retried send, history and pushes) and streams still
     see its events."""
+    output: Any = None
+    """A structured answer, as the app's type (an agent that answers in a schema sets it; its
+    JSON is the data part of the reply and the answer artifact). Not stored: for the app's
+    code that runs after the loop (`LoopingAgent.turn_result`)."""
 
 
 class Agent(abc.ABC):
@@ -182,6 +186,12 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     async def run(self, turn: TurnInput) -> TurnResult:
         """Handle one turn. Raising fails the task (the error is logged, not shown)."""
+
+    def output_modes(self) -> tuple[str, ...] | None:
+        """The media types the agent's answers are made of, when it declares them: a caller
+        whose `acceptedOutputModes` takes none of them is refused before its turn starts
+        (`ContentTypeNotSupportedError`). `None` (the default): not declared, nobody refused."""
+        return None
 
     def canceled_reply(self) -> tuple[Block, ...]:
         """What a caller who cancels a task is told (the status message of the canceled task);

@@ -402,7 +402,10 @@ _LOOP_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "compact_at": (0, 1, False),
     "keep_last": (1, 1_000, True),
     "summary_max_tokens": (1, 1_000_000, True),
+    "output_retries": (0, 10, True),
 }
+
+_OUTPUT_MODES = ("tool", "native")
 
 
 def check_limits(limits: LimitsConfig | TenantLimits, path: str) -> list[str]:
@@ -432,4 +435,8 @@ def check_loop(loop: LoopSettings, path: str) -> list[str]:
             problems.append(
                 f"{key} must be {bound} {lowest:g} and at most {highest:g} @ {path}.{key}"
             )
+    if loop.output_mode is not None and loop.output_mode not in _OUTPUT_MODES:
+        problems.append(
+            f'output_mode must be "tool" or "native", not {loop.output_mode!r} @ {path}.output_mode'
+        )
     return problems

@@ -248,6 +248,13 @@ class LoopSettings:
     keep_last: int | None = None
     """The latest user turns compaction never displaces."""
     summary_max_tokens: int | None = None
+    output_mode: str | None = None
+    """How an agent that answers in a schema asks its model for the answer: `tool` (a final
+    answer tool whose input schema is the answer's; any tool-calling model) or `native` (the
+    provider's own structured output: `response_format` on the `openai` provider)."""
+    output_retries: int | None = None
+    """How many answers that do not fit the schema the model may correct before the turn
+    fails (`OUTPUT_INVALID`)."""
 
 
 @attrs.frozen

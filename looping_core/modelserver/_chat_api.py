@@ -18,7 +18,14 @@ from typing import Any
 
 import attrs
 
-from looping_core.agent import ModelEvent, ModelRequest, ModelResponse, StreamEnd, ToolSpec
+from looping_core.agent import (
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    OutputRequest,
+    StreamEnd,
+    ToolSpec,
+)
 from looping_core.content import (
     AssistantMessage,
     ImageBlock,
@@ -103,8 +110,27 @@ def model_request(body: Any) -> tuple[ModelRequest, bool, bool]:
         system="\n\n".join(system),
         tools=_tools(body.get("tools")),
         max_output_tokens=limit,
+        output=_output(body.get("response_format")),
     )
     return request, stream, include_usage
+
+
+def _output(raw: Any) -> OutputRequest | None:
+    """The structured output `response_format` asks for (`json_schema`); `None` for none, or
+    for `text` and `json_object` (JSON of no schema)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("type"), str):
+        raise BadRequest("response_format: an object with a type is required")
+    if raw["type"] != "json_schema":
+        return None
+    spec = raw.get("json_schema")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("name"), str):
+        raise BadRequest("response_format.json_schema: an object with a name is required")
+    schema = spec.get("schema") or {}
+    if not isinstance(schema, Mapping):
+        raise BadRequest("response_format.json_schema.schema: must be a JSON Schema object")
+    return OutputRequest(spec["name"], schema, str(spec.get("description") or ""), native=True)
 
 
 def _text(content: Any, where: str) -> str:

@@ -1,7 +1,8 @@
 """Models that react: `FunctionModel` answers each request with what a function returns, and
 `TestModel` calls every tool it is offered once, with arguments valid for the tool's schema,
-then answers with what they returned (as pydantic-ai's `TestModel` does). Neither needs a
-network; both stream their answers the way a provider does (chunks, then a `StreamEnd`)."""
+then answers with what they returned (as pydantic-ai's `TestModel` does), or with a structured
+answer valid for the schema asked for. Neither needs a network; both stream their answers the
+way a provider does (chunks, then a `StreamEnd`)."""
 
 from __future__ import annotations
 
@@ -40,15 +41,27 @@ class ToolCall:
 
 @attrs.frozen
 class ModelReply:
-    """What a `FunctionModel`'s function answers: text, tool calls, the usage it reports."""
+    """What a `FunctionModel`'s function answers: text, tool calls, the usage it reports, or
+    a structured answer (`output`, a JSON object): given the way the request asks for it (a
+    call of its answer tool, or in native mode, or when it asks for none, as JSON text)."""
 
     text: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = attrs.field(factory=lambda: Usage(input_tokens=1, output_tokens=1))
+    output: Any = None
 
 
-def reply_events(reply: ModelReply) -> list[ModelEvent]:
-    """The stream of events a provider would send for `reply`."""
+def reply_events(reply: ModelReply, request: ModelRequest | None = None) -> list[ModelEvent]:
+    """The stream of events a provider would send for `reply` (to `request`, which says how a
+    structured answer is given)."""
+    if reply.output is not None:
+        wanted = request.output if request is not None else None
+        if wanted is not None and not wanted.native:
+            call = ToolCall(wanted.name, reply.output)
+            reply = attrs.evolve(reply, output=None, tool_calls=(*reply.tool_calls, call))
+        else:
+            text = reply.text + json.dumps(reply.output, ensure_ascii=False)
+            reply = attrs.evolve(reply, output=None, text=text)
     events: list[ModelEvent] = []
     if reply.text:
         events.append(TextChunk(reply.text))
@@ -96,7 +109,7 @@ class FunctionModel:
             raise answer
         if isinstance(answer, str):
             answer = ModelReply(text=answer)
-        for event in reply_events(answer) if isinstance(answer, ModelReply) else answer:
+        for event in reply_events(answer, request) if isinstance(answer, ModelReply) else answer:
             yield event
 
 
@@ -106,8 +119,10 @@ class TestModel(FunctionModel):
     required string parameter taking the user's last text instead (so a word counter asked
     "How many words are in this sentence?" counts 7), then answers with a JSON object of what
     each returned, as data (`{"count_words": 7}`; a result that is not JSON stays its text);
-    with no tools, it answers `text`. Deterministic: made for testing that an agent's tools are
-    wired, and for the local model endpoint's default."""
+    with no tools, it answers `text`. Asked for a structured answer, it answers one made from
+    the answer's schema the same way (after the other tools, if any, ran). Deterministic:
+    made for testing that an agent's tools are wired, and for the local model endpoint's
+    default."""
 
     __test__ = False  # not a pytest test class, whatever its name
 
@@ -117,14 +132,17 @@ class TestModel(FunctionModel):
 
     def _answer(self, request: ModelRequest) -> ModelReply:
         last = request.messages[-1] if request.messages else None
+        wanted = request.output
+        answer_tool = wanted.name if wanted is not None and not wanted.native else None
+        tools = [t for t in request.tools if t.name != answer_tool]
+        asked = _last_user_text(request)
+        if wanted is not None and (isinstance(last, ToolResultMessage) or not tools):
+            return ModelReply(output=arguments_for(wanted.schema, text=asked))
         if isinstance(last, ToolResultMessage):
             return ModelReply(text=json.dumps(_results(request), ensure_ascii=False))
-        if not request.tools:
+        if not tools:
             return ModelReply(text=self._text)
-        asked = _last_user_text(request)
-        calls = tuple(
-            ToolCall(t.name, arguments_for(t.input_schema, text=asked)) for t in request.tools
-        )
+        calls = tuple(ToolCall(t.name, arguments_for(t.input_schema, text=asked)) for t in tools)
         return ModelReply(tool_calls=calls)
 
 

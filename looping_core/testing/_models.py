@@ -24,15 +24,17 @@ class ScriptedModel(FunctionModel):
     """A `ChatModel` that answers each call with the next scripted item: a sequence of events
     (chunks, ending with a `StreamEnd`), or a `ModelError` to raise. Every request is kept in
     `requests`. `ScriptedModel.says(...)` scripts plain text answers; `calls` and `answer` make
-    one scripted answer each."""
+    one scripted answer each, `answers_with` a structured one."""
 
     def __init__(
-        self, script: Iterable[Sequence[ModelEvent] | ModelError], label: str = "scripted"
+        self,
+        script: Iterable[Sequence[ModelEvent] | ModelReply | ModelError],
+        label: str = "scripted",
     ) -> None:
         super().__init__(self._next, label=label)
         self._script = list(script)
 
-    def _next(self, request: ModelRequest) -> Sequence[ModelEvent] | ModelError:
+    def _next(self, request: ModelRequest) -> Sequence[ModelEvent] | ModelReply | ModelError:
         if not self._script:
             raise AssertionError(f"{self.label} was called more often than scripted")
         return self._script.pop(0)
@@ -61,6 +63,12 @@ class ScriptedModel(FunctionModel):
     def answer(text: str) -> list[ModelEvent]:
         """One scripted answer of plain text."""
         return reply_events(ModelReply(text=text))
+
+    @staticmethod
+    def answers_with(output: Mapping[str, Any]) -> ModelReply:
+        """One scripted structured answer, given the way each request asks for it (a call of
+        its answer tool, or JSON text in native mode)."""
+        return ModelReply(output=dict(output))
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ The schema of each hint:
 | `tuple[A, B]` | `array` with `prefixItems`, exactly that long |
 | `dict[str, T]`, `Mapping[str, T]` | `object` with `additionalProperties: T` |
 | `X | Y`, `X | None` | `anyOf` |
-| an attrs class, a dataclass or a `TypedDict` (nested) | `object`: its fields (keys), the required ones, no others |
+| an attrs class, a dataclass, a `TypedDict` (nested) | `object`: its fields, the required ones |
 | `Any` | `{}` (any JSON value) |
 | `Annotated[T, "words"]` | `T`'s schema with that `description` |
 
