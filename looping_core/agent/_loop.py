@@ -216,8 +216,9 @@ async def run_tool_loop(
                 await run.record(*_answered(response, attempt))
                 if attempt.problem is None and not last_call and await run.more_arrived():
                     continue  # the caller said more while the model answered: answer that too
+                fits = attempt.problem is None
                 return run.outcome(
-                    response, exhausted=exhausted, answer=attempt.value,
+                    response, exhausted=exhausted, answer=attempt.value if fits else None,
                     answer_problem=attempt.problem,
                 )  # fmt: skip
             if attempt.call is None:  # a text answer: its problems are the next user message

@@ -81,7 +81,12 @@ def create_app(
     """
     if startup is None:
         startup = assemble(config, environ=environ, plugins=plugins, models=models)
-    edge = build_edge(config, startup.signing_key, today)
+    answer_modes = {
+        tenant: modes
+        for tenant, agent in startup.agents.items()
+        if (modes := agent.output_modes()) is not None
+    }
+    edge = build_edge(config, startup.signing_key, today, answer_modes=answer_modes)
     guard = ConnectionGuard(
         ConnectionLimits(
             header_timeout=config.server.header_timeout_seconds,

@@ -55,6 +55,9 @@ class Edge:
     """Tokens for the HTTP+JSON binding: their `aud` is its URL (a token is for one binding)."""
     inspection_policy: TokenPolicy
     """Tokens for the inspection endpoint (`[server] inspection`): their `aud` is its URL."""
+    answer_modes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
+    """The media types each tenant's answers are made of, where its agent declares them
+    (`Agent.output_modes`): a caller that accepts none of them is refused."""
     modified: datetime.datetime = attrs.field(
         factory=lambda: datetime.datetime.now(datetime.UTC).replace(microsecond=0)
     )
@@ -75,9 +78,16 @@ def _config_time(config: Config) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(int(stamp), datetime.UTC)
 
 
-def build_edge(config: Config, key: SigningKey, today: datetime.date | None = None) -> Edge:
+def build_edge(
+    config: Config,
+    key: SigningKey,
+    today: datetime.date | None = None,
+    *,
+    answer_modes: Mapping[str, tuple[str, ...]] | None = None,
+) -> Edge:
     """Sign every card with the agent's key and publish its key set (with the retired keys
-    still valid on `today`)."""
+    still valid on `today`). `answer_modes`: what each tenant's agent answers with, where it
+    says."""
     day = today or datetime.datetime.now(datetime.UTC).date()
     jwks_url = config.server.base_url + JWKS_PATH
     return Edge(
@@ -93,6 +103,7 @@ def build_edge(config: Config, key: SigningKey, today: datetime.date | None = No
         policy=_policy(config, config.server.endpoint_url),
         rest_policy=_policy(config, config.server.rest_url),
         inspection_policy=_policy(config, config.server.inspection_url),
+        answer_modes=dict(answer_modes or {}),
     )
 
 

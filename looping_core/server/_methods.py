@@ -119,6 +119,22 @@ def _check_message(message: Message, prefix: str, input_modes: Iterable[str]) ->
     _check_parts(message.parts, f"{prefix}.parts", tuple(input_modes))
 
 
+def _check_output_modes(accepted: Iterable[str], answers: tuple[str, ...] | None) -> None:
+    """A caller that lists the media types it accepts must accept one the agent answers with
+    (when the agent says what it answers with); none listed: it takes what comes."""
+    wanted = [mode.split(";", 1)[0].strip().lower() for mode in accepted]
+    if not wanted or not answers:
+        return
+    if any(media_type_accepted(answer, wanted) for answer in answers):
+        return
+    field = "params.configuration.acceptedOutputModes"
+    raise ContentTypeNotSupported(
+        f"{field}: this agent answers with {', '.join(answers)}, which none of the accepted "
+        f"output modes ({', '.join(wanted)}) takes",
+        metadata={"field": field, "mediaType": answers[0]},
+    )
+
+
 def _check_parts(parts: Iterable[Part], prefix: str, input_modes: tuple[str, ...]) -> None:
     for index, part in enumerate(parts):
         field = f"{prefix}[{index}]"
@@ -169,6 +185,10 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
     if params.message.role is not Role.ROLE_USER:
         raise _invalid("params.message.role", "must be ROLE_USER")
     _check_message(params.message, "params.message", tenant.card.input_modes)
+    _check_output_modes(
+        configuration.accepted_output_modes,
+        context.services.edge.answer_modes.get(context.identity.tenant),
+    )
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
     runner, limits = context.services.runner, context.services.limits
     # A new task whose turn can run at once is accepted and begun in one transaction.

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 from looping_core.a2a import PushSigner, SigningKey, SigningKeyError, load_signing_key
+from looping_core.a2a.internal import media_type_accepted
 from looping_core.agent import (
     Agent,
     AgentContext,
@@ -27,7 +28,7 @@ from looping_core.agent import (
     ModelSetupError,
 )
 from looping_core.agent.internal import builtin_model_providers, chat_models, load_agent_class
-from looping_core.config import Config
+from looping_core.config import Config, TenantConfig
 from looping_core.contract import ModelProvider, SecretRef
 from looping_core.errors import LoopingError, ProblemsError, problem_list
 from looping_core.plugins import PluginHost
@@ -262,6 +263,7 @@ def build_agents(
                     environ=environ,
                 )
             )
+            agent_problems.extend(_unlisted_answer_modes(tenant_id, tenant, agents[tenant_id]))
         except (AgentLoadError, ModelSetupError) as exc:
             agent_problems.extend(exc.problem_lines())
     if agent_problems:
@@ -274,6 +276,19 @@ def build_agents(
     if model_problems:
         raise ModelSetupError(model_problems)
     return agents
+
+
+def _unlisted_answer_modes(tenant_id: str, tenant: TenantConfig, agent: Agent) -> list[str]:
+    """The media types the agent answers with that the tenant's card does not list."""
+    listed = tenant.card.output_modes
+    missing = [m for m in agent.output_modes() or () if not media_type_accepted(m, listed)]
+    if not missing:
+        return []
+    return [
+        f"tenants.{tenant_id}.card.output_modes: {type(agent).__name__} answers with "
+        f"{', '.join(missing)}, which the card does not list; add it (the default lists "
+        "text/plain and application/json)"
+    ]
 
 
 def tenant_plugin_hosts(config: Config, host: PluginHost) -> dict[str, PluginHost]:

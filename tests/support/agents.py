@@ -8,6 +8,7 @@ import os
 import signal
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -184,6 +185,28 @@ class NotesAgent(LoopingAgent):
 
     def agent_tool_families(self) -> Sequence[str]:
         return ["notes"]
+
+
+@attrs.frozen
+class Triage:
+    """A ticket's triage."""
+
+    summary: str
+    priority: int
+
+
+class TriageAgent(NotesAgent):
+    """Answers in a schema (`Triage`), with the notes tools beside; keeps each structured
+    answer it returned in `OUTPUTS` (the app's code sees the type)."""
+
+    output_type = Triage
+
+    async def turn_result(self, turn: TurnInput, result: TurnResult) -> TurnResult:
+        OUTPUTS.append(result.output)
+        return result
+
+
+OUTPUTS: list[Any] = []
 
 
 class ToolsAgent(NotesAgent):

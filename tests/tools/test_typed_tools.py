@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 import attrs
 import jsonschema
 import pytest
+from typed_dicts import Color, Label, Shipment
 
 from looping_core.agent import ModelRequest, run_tool_loop
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
@@ -23,9 +24,6 @@ from looping_core.contract import Tool, ToolCall, ToolContext, ToolError
 from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel
 from looping_core.testing import ToolCall as ScriptedCall
 from looping_core.tools import FunctionTool, ToolDefinitionError, schema_of, tool
-from typed_dicts import Color, Label, Shipment
-
-
 
 
 class Level(enum.IntEnum):
@@ -423,7 +421,8 @@ async def test_typed_dict_arguments_are_structured_with_their_keys_only() -> Non
     assert seen == [({"city": "Oslo"}, {"text": "x", "color": Color.RED})]
     first, second = _results(outcome)
     assert not first.is_error
-    assert second.is_error and "town" in _text(second)
+    assert second.is_error
+    assert "town" in _text(second)
 
 
 async def test_arguments_that_fail_the_schema_never_reach_the_function() -> None:
