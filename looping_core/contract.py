@@ -246,6 +246,11 @@ class SubtaskType:
     description: str
     params_type: type[Any]
     recipe: Callable[[Any], SubtaskRecipe]
+    result_type: Any = None
+    """The type of the subagent's answer, when it hands back data: an attrs class, a
+    dataclass, a `TypedDict` or a JSON Schema of an object (as `LoopingAgent.output_type`).
+    The subtask's `result` is then that JSON object, checked against its schema; `None`: the
+    subagent's text."""
 
 
 def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:

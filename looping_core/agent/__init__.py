@@ -32,7 +32,7 @@ from looping_core.agent._loop import (
     StepLog,
     run_tool_loop,
 )
-from looping_core.agent._looping import LoopingAgent, LoopingConfig, resume_conversation
+from looping_core.agent._looping import LoopingAgent, LoopingConfig
 from looping_core.agent._model import (
     STOP_REASONS,
     ChatModel,
@@ -50,8 +50,14 @@ from looping_core.agent._model import (
     respond_with_fallback,
 )
 from looping_core.agent._openai import MissingExtra, OpenAIChatModel, openai_provider
-from looping_core.agent._output import AnswerSchema, AnswerTypeError, StructuredAnswer
+from looping_core.agent._output import (
+    AnswerSchema,
+    AnswerTypeError,
+    StructuredAnswer,
+    given_answer,
+)
 from looping_core.agent._providers import ModelSetupError
+from looping_core.agent._resume import resume_conversation
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
@@ -103,6 +109,7 @@ __all__ = [
     "TurnResult",
     "displaceable",
     "estimate_tokens",
+    "given_answer",
     "openai_provider",
     "respond",
     "respond_with_fallback",

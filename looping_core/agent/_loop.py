@@ -45,7 +45,13 @@ from looping_core.agent._model import (
     ToolSpec,
     respond_with_fallback,
 )
-from looping_core.agent._output import StructuredAnswer, json_of_text
+from looping_core.agent._output import (
+    StructuredAnswer,
+    answer_attempt,
+    attempt_messages,
+    judged_answer_call,
+    pending_answer,
+)
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -53,7 +59,6 @@ from looping_core.content import (
     DocumentBlock,
     ImageBlock,
     Message,
-    RefusalBlock,
     TextBlock,
     ToolResultBlock,
     ToolResultMessage,
@@ -190,7 +195,7 @@ async def run_tool_loop(
     if pending:
         results, taken = await dispatch(pending)
         await run.record(ToolResultMessage(results))
-        given = _given_answer(pending, answer)
+        given = pending_answer(pending, answer)
         if taken is not None or given is not None:  # the turn had ended before a crash
             asked = next(m for m in reversed(request.messages) if isinstance(m, AssistantMessage))
             final = ModelResponse(asked, "tool_use", served_by="")
@@ -209,11 +214,11 @@ async def run_tool_loop(
         )
         response = await run.ask(models, step, on_text)
         calls = response.tool_calls
-        attempt = _attempt(answer, response)
+        attempt = answer_attempt(answer, response)
         if attempt is not None and answer is not None:
             wrong_answers += attempt.problem is not None
             if attempt.problem is None or last_call or wrong_answers > answer.retries:
-                await run.record(*_answered(response, attempt))
+                await run.record(*attempt_messages(response, attempt))
                 if attempt.problem is None and not last_call and await run.more_arrived():
                     continue  # the caller said more while the model answered: answer that too
                 fits = attempt.problem is None
@@ -331,80 +336,12 @@ async def _dispatch(
         *(
             _acknowledged(call) if taken and call is taken[1] else
             _refused_control(call, controls[call.name]) if call.name in controls else
-            _judged(call, answer) if answer is not None and call.name == answer_tool else
+            judged_answer_call(call, answer) if answer is not None and call.name == answer_tool else
             _call(call, tools, timeout, slots, context)
             for call in calls
         )
     )  # fmt: skip
     return list(results), taken
-
-
-@attrs.frozen
-class _Attempt:
-    """A response's try at the structured answer: the answer tool's call (`None`: its text),
-    the value, and what is wrong with it (`None`: nothing)."""
-
-    call: ToolUseBlock | None
-    value: Any
-    problem: str | None
-
-
-NOT_RUN_ANSWERED = "not run: the turn ended with its answer"
-"""The result of a tool called beside the answer that ended the turn (or the last wrong one)."""
-
-
-def _attempt(answer: StructuredAnswer | None, response: ModelResponse) -> _Attempt | None:
-    """The response's try at the answer; `None` when it is none (it calls other tools only, it
-    declines, or no answer is asked for). In tool mode a text answer is taken when it is the
-    JSON of a fitting answer (models that ignore the tool do that)."""
-    if answer is None or any(isinstance(b, RefusalBlock) for b in response.message.content):
-        return None
-    calls = response.tool_calls
-    if answer.as_tool:
-        call = next((c for c in calls if c.name == answer.tool_name), None)
-        if call is not None:
-            bad = response.bad_arguments.get(call.id)
-            return _Attempt(call, dict(call.input), bad or answer.schema.problem(call.input))
-    if calls:
-        return None
-    text = "".join(b.text for b in response.message.content if isinstance(b, TextBlock))
-    value, problem = json_of_text(text)
-    if problem is None:
-        problem = answer.schema.problem(value)
-    elif answer.as_tool:
-        problem = f"no answer: expected a call of tool {answer.tool_name}"
-    return _Attempt(None, value, problem)
-
-
-def _answered(response: ModelResponse, attempt: _Attempt) -> tuple[Message, ...]:
-    """The response and, for an answer call, a result for each of its calls: the answer's
-    (empty, or its problems), and for every other call that it was not run."""
-    if attempt.call is None:
-        return (response.message,)
-    answer_id = attempt.call.id
-    results = [
-        (_error(call, attempt.problem) if attempt.problem else ToolResultBlock(call.id, ()))
-        if call.id == answer_id
-        else _error(call, NOT_RUN_ANSWERED)
-        for call in response.tool_calls
-    ]
-    return response.message, ToolResultMessage(results)
-
-
-async def _judged(call: ToolUseBlock, answer: StructuredAnswer) -> ToolResultBlock:
-    """The result of an answer call run among others (a resumed turn's, or a wrong one's)."""
-    problem = answer.schema.problem(call.input)
-    return _error(call, problem) if problem else ToolResultBlock(call.id, ())
-
-
-def _given_answer(calls: Sequence[ToolUseBlock], answer: StructuredAnswer | None) -> Any:
-    """The first fitting answer among `calls` (a resumed turn's pending calls), or `None`."""
-    if answer is None or not answer.as_tool:
-        return None
-    for call in calls:
-        if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
-            return dict(call.input)
-    return None
 
 
 async def _ask(

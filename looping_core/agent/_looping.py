@@ -54,15 +54,15 @@ from looping_core.agent._output import (
     AnswerSchema,
     AnswerTypeError,
     StructuredAnswer,
-    json_of_text,
+    given_answer,
 )
 from looping_core.agent._providers import ModelSetupError, chat_models
+from looping_core.agent._resume import resume_conversation
 from looping_core.agent._seam import (
     Agent,
     AgentContext,
     AgentLoadError,
     ArtifactOut,
-    SessionLog,
     TurnInput,
     TurnOutcome,
     TurnResult,
@@ -76,13 +76,10 @@ from looping_core.content import (
     Message,
     RefusalBlock,
     TextBlock,
-    ToolResultMessage,
-    ToolUseBlock,
-    UserMessage,
 )
 from looping_core.contract import SessionRef, Tool, ToolContext, ToolFamily
 
-__all__ = ["LoopingAgent", "LoopingConfig", "resume_conversation"]
+__all__ = ["LoopingAgent", "LoopingConfig"]
 
 _log = logging.getLogger("looping_core.agent")
 
@@ -322,7 +319,7 @@ class LoopingAgent(Agent):
             turn.session, turn.message, turn.history
         )
         inbox = turn.session.arrivals if turn.session is not None else None
-        given = self._given_answer(conversation, answered)
+        given = given_answer(self._answer, conversation, answered)
         if given is not None or (answered is not None and self._answer is None):
             # The loop had finished before a crash: not again, unless the caller said more.
             arrived = await inbox() if inbox is not None else []
@@ -456,37 +453,6 @@ class LoopingAgent(Agent):
         output = self._answer.schema.structure(value)
         return TurnResult(reply=data, artifacts=(artifact,), output=output)
 
-    def _given_answer(
-        self, conversation: Sequence[Message], answered: AssistantMessage | None
-    ) -> Any:
-        """The structured answer a turn resumed after a crash had already given (`None`:
-        none): the answer tool's call that got its (empty) result, or the fitting text."""
-        answer = self._answer
-        if answer is None:
-            return None
-        if answered is not None:
-            text = "".join(b.text for b in answered.content if isinstance(b, TextBlock))
-            value, problem = json_of_text(text)
-            return value if problem is None and answer.schema.problem(value) is None else None
-        if not answer.as_tool:
-            return None
-        found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
-        if not found:
-            return None
-        at, asked = found[-1]
-        fine = {
-            block.tool_use_id
-            for message in conversation[at + 1 :]
-            if isinstance(message, ToolResultMessage)
-            for block in message.content
-            if not block.is_error
-        }
-        calls = (b for b in asked.content if isinstance(b, ToolUseBlock) and b.id in fine)
-        for call in calls:
-            if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
-                return dict(call.input)
-        return None
-
     def _tool_context(self, context: ToolContext | None) -> ToolContext:
         """The turn's tool context (a turn run outside a server has none: the tenant's)."""
         if context is None:
@@ -507,50 +473,6 @@ def _clashes(own: Sequence[Tool], family_tools: Sequence[tuple[str, Tool]]) -> l
         for name, who in givers.items()
         if len(who) > 1 and any(w == "the agent's own tools" for w in who)
     ]
-
-
-async def resume_conversation(
-    session: SessionLog | None,
-    message: UserMessage,
-    history: Sequence[Message] = (),
-    *,
-    new_session: bool = False,
-) -> tuple[tuple[Message, ...], tuple[ToolUseBlock, ...], AssistantMessage | None]:
-    """Where a turn starts from: the conversation, the tool calls still without results, and the
-    final answer if the turn (resumed after a crash) already has one. A fresh turn's `message`
-    joins `session` here; without a session the conversation is `history` and `message`.
-    `new_session`: the caller knows the session was never written (nothing to read back)."""
-    if session is None:
-        return (*history, message), (), None
-    if new_session:
-        await session.append([message])
-        return (message,), (), None
-    if not await session.this_turn():
-        past = await session.history()
-        await session.append([message])
-        return (*past, message), (), None
-    conversation = tuple(await session.history())
-    found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
-    if not found:
-        return conversation, (), None
-    at, asked = found[-1]
-    after = conversation[at + 1 :]
-    calls = tuple(b for b in asked.content if isinstance(b, ToolUseBlock))
-    if not calls:
-        return conversation, (), (None if after else asked)
-    answered = _result_ids(after)
-    # Calls whose results were never stored run now (their handlers get the same call ids).
-    return conversation, tuple(c for c in calls if c.id not in answered), None
-
-
-def _result_ids(messages: Sequence[Message]) -> set[str]:
-    """The tool calls among `messages` that have results."""
-    return {
-        block.tool_use_id
-        for message in messages
-        if isinstance(message, ToolResultMessage)
-        for block in message.content
-    }
 
 
 def _failure(error: ModelError) -> str:

@@ -20,12 +20,21 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
 
-from looping_core.agent._model import OutputRequest, ToolSpec
+from looping_core.agent._model import ModelResponse, OutputRequest, ToolSpec
+from looping_core.content import (
+    AssistantMessage,
+    Message,
+    RefusalBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolResultMessage,
+    ToolUseBlock,
+)
 from looping_core.contract import ToolError
 from looping_core.tools import (
     SchemaUnusable,
@@ -36,7 +45,20 @@ from looping_core.tools import (
     structurer_of,
 )
 
-__all__ = ["OUTPUT_MODES", "AnswerSchema", "AnswerTypeError", "StructuredAnswer", "json_of_text"]
+__all__ = [
+    "NOT_RUN_ANSWERED",
+    "OUTPUT_MODES",
+    "AnswerAttempt",
+    "AnswerSchema",
+    "AnswerTypeError",
+    "StructuredAnswer",
+    "answer_attempt",
+    "attempt_messages",
+    "given_answer",
+    "json_of_text",
+    "judged_answer_call",
+    "pending_answer",
+]
 
 OUTPUT_MODES = ("tool", "native")
 """How a model is asked for a structured answer: a final-answer tool, or its native output."""
@@ -156,3 +178,111 @@ def json_of_text(text: str) -> tuple[Any, str | None]:
 
 def _cut(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def given_answer(
+    answer: StructuredAnswer | None,
+    conversation: Sequence[Message],
+    answered: AssistantMessage | None,
+) -> Any:
+    """The structured answer a turn resumed after a crash had already given (`None`: none):
+    `answered`'s fitting JSON text, or the answer tool's call in the last assistant message
+    that got its (empty, not error) result."""
+    if answer is None:
+        return None
+    if answered is not None:
+        text = "".join(b.text for b in answered.content if isinstance(b, TextBlock))
+        value, problem = json_of_text(text)
+        return value if problem is None and answer.schema.problem(value) is None else None
+    if not answer.as_tool:
+        return None
+    found = [(i, m) for i, m in enumerate(conversation) if isinstance(m, AssistantMessage)]
+    if not found:
+        return None
+    at, asked = found[-1]
+    fine = {
+        block.tool_use_id
+        for message in conversation[at + 1 :]
+        if isinstance(message, ToolResultMessage)
+        for block in message.content
+        if not block.is_error
+    }
+    calls = (b for b in asked.content if isinstance(b, ToolUseBlock) and b.id in fine)
+    for call in calls:
+        if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
+            return dict(call.input)
+    return None
+
+
+@attrs.frozen
+class AnswerAttempt:
+    """A response's try at the structured answer: the answer tool's call (`None`: its text),
+    the value, and what is wrong with it (`None`: nothing)."""
+
+    call: ToolUseBlock | None
+    value: Any
+    problem: str | None
+
+
+NOT_RUN_ANSWERED = "not run: the turn ended with its answer"
+"""The result of a tool called beside the answer that ended the turn (or the last wrong one)."""
+
+
+def answer_attempt(
+    answer: StructuredAnswer | None, response: ModelResponse
+) -> AnswerAttempt | None:
+    """The response's try at the answer; `None` when it is none (it calls other tools only, it
+    declines, or no answer is asked for). In tool mode a text answer is taken when it is the
+    JSON of a fitting answer (models that ignore the tool do that)."""
+    if answer is None or any(isinstance(b, RefusalBlock) for b in response.message.content):
+        return None
+    calls = response.tool_calls
+    if answer.as_tool:
+        call = next((c for c in calls if c.name == answer.tool_name), None)
+        if call is not None:
+            bad = response.bad_arguments.get(call.id)
+            return AnswerAttempt(call, dict(call.input), bad or answer.schema.problem(call.input))
+    if calls:
+        return None
+    text = "".join(b.text for b in response.message.content if isinstance(b, TextBlock))
+    value, problem = json_of_text(text)
+    if problem is None:
+        problem = answer.schema.problem(value)
+    elif answer.as_tool:
+        problem = f"no answer: expected a call of tool {answer.tool_name}"
+    return AnswerAttempt(None, value, problem)
+
+
+def attempt_messages(response: ModelResponse, attempt: AnswerAttempt) -> tuple[Message, ...]:
+    """The response and, for an answer call, a result for each of its calls: the answer's
+    (empty, or its problems), and for every other call that it was not run."""
+    if attempt.call is None:
+        return (response.message,)
+    answer_id = attempt.call.id
+    results = [
+        (_error_result(call, attempt.problem) if attempt.problem else ToolResultBlock(call.id, ()))
+        if call.id == answer_id
+        else _error_result(call, NOT_RUN_ANSWERED)
+        for call in response.tool_calls
+    ]
+    return response.message, ToolResultMessage(results)
+
+
+async def judged_answer_call(call: ToolUseBlock, answer: StructuredAnswer) -> ToolResultBlock:
+    """The result of an answer call run among others (a resumed turn's, or a wrong one's)."""
+    problem = answer.schema.problem(call.input)
+    return _error_result(call, problem) if problem else ToolResultBlock(call.id, ())
+
+
+def pending_answer(calls: Sequence[ToolUseBlock], answer: StructuredAnswer | None) -> Any:
+    """The first fitting answer among `calls` (a resumed turn's pending calls), or `None`."""
+    if answer is None or not answer.as_tool:
+        return None
+    for call in calls:
+        if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
+            return dict(call.input)
+    return None
+
+
+def _error_result(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return ToolResultBlock(call.id, (TextBlock(text),), is_error=True)

@@ -25,12 +25,15 @@ import attrs
 from looping_core.agent import (
     AgentContext,
     AgentLoadError,
+    AnswerSchema,
+    AnswerTypeError,
     LoopingAgent,
+    StructuredAnswer,
     TurnInput,
     TurnOutcome,
     TurnResult,
 )
-from looping_core.content import TextBlock
+from looping_core.content import DataBlock, TextBlock
 from looping_core.contract import (
     SubtaskRecipe,
     SubtaskRecord,
@@ -44,6 +47,7 @@ from looping_core.delegation._plan import parse_plan, plan_schema
 from looping_core.delegation._schema import params_schema
 from looping_core.delegation._waves import SubagentSetup, run_waves, waves_as_run
 from looping_core.delegation._workspace import MemoryBacking, WorkspaceLimits
+from looping_core.plugins import Contribution
 
 __all__ = ["DELEGATE_TOOL", "RoundAgent", "RoundPolicy"]
 
@@ -114,6 +118,7 @@ class RoundAgent(LoopingAgent):
                 f"tenants.{context.tenant}: {type(self).__name__} delegates, but the tenant's "
                 "plugins provide no subtask types; enable a plugin that does"
             )
+        self._results = self._result_answers(registry.subtask_types)
         schemas = {key: params_schema(t.params_type) for key, t in self._types.items()}
         self._plan_schema = plan_schema(self._types, schemas)
         self._all_families = {name: c.item for name, c in registry.tool_families.items()}
@@ -125,6 +130,31 @@ class RoundAgent(LoopingAgent):
         )
         self._soul = f"{self._soul}\n\n{policy.round_contract}"
         self._config = attrs.evolve(self._config, budget_note=policy.budget_note)
+
+    def _result_answers(
+        self, types: Mapping[str, Contribution[SubtaskType]]
+    ) -> dict[str, StructuredAnswer]:
+        """How each subtask type that hands back data asks its subagent for it (the loop's
+        output mode and retries, as for the agent's own answer)."""
+        config, answers, problems = self._config, {}, []
+        for key, contribution in types.items():
+            result_type = contribution.item.result_type
+            if result_type is None:
+                continue
+            try:
+                schema = AnswerSchema.of(result_type)
+            except AnswerTypeError as exc:
+                problems.append(
+                    f"tenants.{self.context.tenant}: subtask type {key!r} of "
+                    f"{contribution.source}: result_type: {exc}"
+                )
+                continue
+            answers[key] = StructuredAnswer(
+                schema, config.output_mode, config.answer_tool, max(0, config.output_retries)
+            )
+        if problems:
+            raise AgentLoadError("; ".join(problems), problems=problems)
+        return answers
 
     @abc.abstractmethod
     def round_policy(self) -> RoundPolicy:
@@ -150,6 +180,7 @@ class RoundAgent(LoopingAgent):
         assert log is not None
         config = self._config
         setup = SubagentSetup(
+            answers=self._results,
             models=self._models,
             families=self._all_families,
             tool_context=turn.tool_context
@@ -268,6 +299,8 @@ def _report(record: SubtaskRecord) -> dict[str, Any]:
 def _artifact(record: SubtaskRecord) -> Any:
     from looping_core.agent import ArtifactOut  # noqa: PLC0415 - with its only use
 
+    if isinstance(record.result, dict):  # a subtask type's structured result
+        return ArtifactOut(name=record.subtask_id, blocks=(DataBlock(record.result),))
     return ArtifactOut(name=record.subtask_id, blocks=(TextBlock(str(record.result)),))
 
 

@@ -30,10 +30,12 @@ from looping_core.agent import (
     ModelError,
     ModelRequest,
     SessionLog,
+    StructuredAnswer,
+    given_answer,
     resume_conversation,
     run_tool_loop,
 )
-from looping_core.content import TextBlock, Usage, UserMessage
+from looping_core.content import AssistantMessage, TextBlock, Usage, UserMessage
 from looping_core.contract import (
     SubtaskLog,
     SubtaskRecipe,
@@ -77,6 +79,8 @@ class SubagentSetup:
     delegate: Callable[[SessionLog | None, str, int], Tool | None] | None = None
     """Makes a `delegate` tool for a subagent whose recipe may delegate: from its session, its
     subtask id and its depth (`None` when the depth limit is reached)."""
+    answers: Mapping[str, StructuredAnswer] = attrs.field(factory=dict)
+    """How the subagents of each subtask type that hands back data are asked for it."""
 
 
 @attrs.frozen
@@ -212,7 +216,7 @@ async def _run_one(
         )
         await log.update(record)
         try:
-            text, usage = await _subagent(record, recipe, setup, inputs)
+            result, usage, reason = await _subagent(record, recipe, setup, inputs)
         except asyncio.CancelledError:
             # The task was canceled: its subagents stop, and the record says so.
             canceled = attrs.evolve(record, state="canceled", ended_us=_now_us())
@@ -224,9 +228,9 @@ async def _run_one(
         else:
             ended = attrs.evolve(
                 record,
-                state="done" if text else "failed",
-                result=text or None,
-                reason=None if text else "MODEL_EMPTY_ANSWER",
+                state="failed" if reason else "done",
+                result=None if reason else result,
+                reason=reason,
                 usage=attrs.asdict(usage),
                 ended_us=_now_us(),
             )
@@ -240,17 +244,21 @@ def _reason(error: ModelError) -> str:
 
 async def _subagent(
     record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup, inputs: Mapping[str, Any]
-) -> tuple[str, Usage]:
-    """Run one subagent to its answer: its text and the usage of its model calls."""
+) -> tuple[Any, Usage, str | None]:
+    """Run one subagent to its answer: its text (or, for a subtask type that hands back data,
+    the JSON object that fits its schema), the usage of its model calls, and why it failed."""
     scope = f"{record.subtask_id}@{(record.fingerprint or '')[:16]}"
     session = setup.session.subagent(scope) if setup.session is not None else None
     message = UserMessage((TextBlock(_brief(record, inputs)),))
     # A first attempt's session (named by its fingerprint) was never written: no read back.
     first = record.attempts == 1
     conversation, pending, answered = await resume_conversation(session, message, new_session=first)
-    if answered is not None:
-        texts = [b.text for b in answered.content if isinstance(b, TextBlock)]
-        return "".join(texts), answered.usage or Usage()
+    answer = setup.answers.get(record.type_key)
+    given = given_answer(answer, conversation, answered)
+    if given is not None:
+        return given, (answered.usage if answered else None) or Usage(), None
+    if answered is not None and answer is None:
+        return _text_result(answered, answered.usage or Usage())
     context = _tool_context(record, setup)
     outcome = await run_tool_loop(
         setup.models,
@@ -265,9 +273,21 @@ async def _subagent(
         tool_timeout=setup.tool_timeout,
         pending=pending,
         tool_context=context,
+        answer=answer,
     )
-    content = outcome.final.message.content
-    return "".join(b.text for b in content if isinstance(b, TextBlock)), outcome.usage
+    if answer is None:
+        return _text_result(outcome.final.message, outcome.usage)
+    if outcome.answer is None:
+        _log.warning(
+            "subtask %s: no answer fits its schema: %s", record.subtask_id, outcome.answer_problem
+        )
+        return None, outcome.usage, "OUTPUT_INVALID"
+    return outcome.answer, outcome.usage, None
+
+
+def _text_result(message: AssistantMessage, usage: Usage) -> tuple[Any, Usage, str | None]:
+    text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+    return (text, usage, None) if text else (None, usage, "MODEL_EMPTY_ANSWER")
 
 
 def _brief(record: SubtaskRecord, inputs: Mapping[str, Any]) -> str:

@@ -13,8 +13,14 @@ import attrs
 import pytest
 from delegation_support import Sessions, Subtasks
 
-from looping_core.agent import ModelRequest, ModelUnavailable, StreamEnd
-from looping_core.content import TextChunk, Usage, UserMessage
+from looping_core.agent import (
+    AnswerSchema,
+    ModelRequest,
+    ModelUnavailable,
+    StreamEnd,
+    StructuredAnswer,
+)
+from looping_core.content import TextChunk, ToolResultMessage, Usage, UserMessage
 from looping_core.contract import (
     SubtaskRecipe,
     SubtaskRecord,
@@ -33,6 +39,7 @@ from looping_core.delegation import (
     run_waves,
     waves_as_run,
 )
+from looping_core.testing import FunctionModel, ModelReply
 
 
 @attrs.frozen
@@ -186,6 +193,44 @@ async def test_five_subtasks_run_in_three_waves_within_the_cap() -> None:
     assert e["inputs"] == {"c": "found c", "d": "found d"}  # a wave's results feed the next
     assert log.rows["e"].result == "found e"
     assert log.rows["e"].usage == attrs.asdict(Usage(input_tokens=5, output_tokens=2))
+
+
+@attrs.frozen
+class Finding:
+    """What a subagent found."""
+
+    topic: str
+    sources: int
+
+
+def _finder(request: ModelRequest) -> ModelReply:
+    """Hands back a Finding: a wrong one first for topic "a", and never a fitting one for "z"."""
+    brief = json.loads(request.messages[0].content[0].text)  # type: ignore[union-attr]
+    topic = brief["params"]["topic"]
+    corrected = isinstance(request.messages[-1], ToolResultMessage)
+    wrong = topic == "z" or (topic == "a" and not corrected)
+    return ModelReply(output={"topic": topic, "sources": "many" if wrong else len(brief["inputs"])})
+
+
+async def test_a_subtask_type_with_a_result_type_hands_back_checked_data() -> None:
+    log = Subtasks()
+    plan = records({"a": [], "b": ["a"], "z": []})
+    answers = {"research": StructuredAnswer(AnswerSchema.of(Finding), retries=1)}
+    model = FunctionModel(_finder)
+    finished = await run_waves(
+        plan, recipes_of(plan), log, attrs.evolve(setup(model), answers=answers)
+    )
+    states = {r.subtask_id: (r.state, r.result, r.reason) for r in finished}
+    assert states == {
+        "a": ("done", {"topic": "a", "sources": 0}, None),
+        "b": ("done", {"topic": "b", "sources": 1}, None),
+        "z": ("failed", None, "OUTPUT_INVALID"),
+    }
+    b = next(r for r in model.requests if '"b"' in r.messages[0].content[0].text)  # type: ignore[union-attr]
+    assert json.loads(b.messages[0].content[0].text)["inputs"] == {  # type: ignore[union-attr]
+        "a": {"topic": "a", "sources": 0}  # data feeds the next wave as data
+    }
+    assert [t.name for t in b.tools] == ["final_answer"]
 
 
 async def test_the_cap_holds_with_a_wide_wave() -> None:

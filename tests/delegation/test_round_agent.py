@@ -5,7 +5,7 @@ word."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -47,14 +47,14 @@ TYPES = {
 }
 
 
-def host() -> PluginHost:
+def host(types: Mapping[str, SubtaskType] | None = None) -> PluginHost:
     source = Provenance("lpt", "lpt", "1")
     plugin = LoadedPlugin(
         source=source, obj=object(), info=PluginInfo(capability="Splits."), config=None, hooks=()
     )
     registry = PluginRegistry(
         plugins=(plugin,),
-        subtask_types={key: Contribution(kind, source) for key, kind in TYPES.items()},
+        subtask_types={key: Contribution(kind, source) for key, kind in (types or TYPES).items()},
     )
     manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     manager.add_hookspecs(hookspecs)
@@ -156,6 +156,17 @@ async def test_the_delegate_tool_lists_every_type_with_its_params() -> None:
     assert "deep: Looks deeper, may split." in items["properties"]["type"]["description"]
     params = [rule["then"]["properties"]["params"] for rule in items["allOf"]]
     assert all(p["required"] == ["topic"] and not p["additionalProperties"] for p in params)
+
+
+def test_a_subtask_types_unusable_result_type_is_refused_naming_its_plugin() -> None:
+    bad = attrs.evolve(TYPES["leaf"], result_type=list[str])
+    with pytest.raises(AgentLoadError) as refused:
+        Splitter(AgentContext(tenant="t", plugins=host({"leaf": bad}), models=(ScriptedModel([]),)))
+    assert str(refused.value) == (
+        "tenants.t: subtask type 'leaf' of plugin 'lpt' (lpt 1): result_type: an answer must "
+        "be a JSON object: give an attrs class, a dataclass, a TypedDict or a JSON Schema whose "
+        'type is "object"'
+    )
 
 
 def test_a_policy_without_every_word_is_refused_when_the_agent_is_made() -> None:

@@ -71,6 +71,11 @@ FAILURE_REASONS = {
                     "another model would do no better."),
     "MODEL_EMPTY_ANSWER": ("failed", "The model's final answer held nothing a caller could use "
                            "(no text, image or audio)."),
+    "OUTPUT_INVALID": ("failed", "The agent answers in a schema and no answer the model gave fit "
+                       "it, after `output_retries` corrections (the last problem is in the "
+                       "task's metadata, `looping.outputProblem`); a subtask whose type hands "
+                       "back data fails with it too. See [structured answers]"
+                       "(structured-answers.md)."),
 }  # fmt: skip
 """Each reason code core writes: the state it ends the task in, and when."""
 
