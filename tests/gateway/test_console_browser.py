@@ -50,6 +50,9 @@ def tenants(keeper_model: str, planner_model: str) -> str:
         + 'plugins = ["example-notes"]\n'
         + CARD.format(id="planner", name="Planner", description="Delegates summaries.")
         + f"[tenants.planner.model]\n{model(planner_model)}"
+        + '[tenants.triage]\nagent = "support.agents:TriageAgent"\nplugins = ["example-notes"]\n'
+        + CARD.format(id="triage", name="Triage", description="Answers in a schema.")
+        + f"[tenants.triage.model]\n{model(keeper_model)}"
     )
 
 
@@ -129,7 +132,7 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         await page.goto(gateway.console_url)
         agents = page.locator("#agents")
         await agents.locator('li[data-tenant="words"] .name').wait_for()
-        assert await agents.get_by_text("✓ signature verified").count() == 6
+        assert await agents.get_by_text("✓ signature verified").count() == 7
         assert "#token=" not in page.url  # the token left the address bar
 
         # The word counter: its timeline, then its push, verified by the gateway.
@@ -175,18 +178,32 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         assert "Eggs summary." in await plan.inner_text()
         await page.screenshot(path=shots / "console-plan.png", full_page=True)
 
-        await the_tasks_listed(page)
+        await a_structured_answer(page, shots)
+        await the_tasks_listed(page, "the printer is on fire")
     assert problems == [], "\n".join(problems)
 
 
-async def the_tasks_listed(page: Any) -> None:
+async def a_structured_answer(page: Any, shots: Path) -> None:
+    """The tenant that answers in a schema: its answer as formatted JSON, not one line."""
+    await send(page, "triage", "the printer is on fire")
+    answer = page.locator("#stream pre.data").last
+    await answer.wait_for()
+    assert await answer.inner_text() == (
+        '{\n  "summary": "the printer is on fire",\n  "priority": 0\n}'
+    )
+    timeline = await tab(page, "timeline")
+    assert await timeline.locator("pre.data").count() >= 1
+    await page.screenshot(path=shots / "console-structured-answer.png", full_page=True)
+
+
+async def the_tasks_listed(page: Any, words: str) -> None:
     """The caller's tasks, each with its message's first words and its id's random end, and
     filtered by state."""
     tasks = page.locator("#tasks li[data-task]")
     await tasks.first.wait_for()
-    assert await tasks.count() == 1  # the planner's, the tenant chosen last
+    assert await tasks.count() == 1  # the one of the tenant chosen last
     row = await tasks.first.inner_text()
-    assert "summarize my notes" in row  # the first words of its message
+    assert words in row  # the first words of its message
     task_id = await tasks.first.get_attribute("data-task") or ""
     assert task_id.replace("-", "")[-8:] in row  # the id's random end, not its time
     await page.locator("#filter-state").select_option("TASK_STATE_FAILED")

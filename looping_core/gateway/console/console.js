@@ -89,6 +89,12 @@ async function apiJson(path, options) {
   return body;
 }
 
+// Parts to show: text as it is, a data part (a structured answer) as formatted JSON.
+function partsView(parts) {
+  return (parts || []).map((part) =>
+    part.data !== undefined ? h("pre", { class: "data" }, pretty(part.data)) : textOf([part]));
+}
+
 function textOf(parts) {
   return (parts || []).map((part) => {
     if (part.text !== undefined) return part.text;
@@ -289,17 +295,17 @@ function onResult(result) {
     const update = result.statusUpdate;
     taskId = update.taskId;
     setTask(update.taskId, update.contextId, update.status.state);
-    const said = update.status.message ? textOf(update.status.message.parts) : "";
-    streamLine("status", "status", said || stateName(update.status.state), update.status.state);
+    const said = update.status.message ? partsView(update.status.message.parts) : [];
+    streamLine("status", "status", said.length ? said : stateName(update.status.state), update.status.state);
     if (INTERRUPTED.has(update.status.state)) startContinuing(update.taskId, update.contextId);
   } else if (result.artifactUpdate) {
     const update = result.artifactUpdate;
     taskId = update.taskId;
     const name = update.artifact.name || short(update.artifact.artifactId);
     // Chunks as the agent streams them; a whole artifact (the turn's end writes each whole).
-    streamLine("artifact", update.append ? "chunk" : "whole artifact", `${name}: ${textOf(update.artifact.parts)}`);
+    streamLine("artifact", update.append ? "chunk" : "whole artifact", [`${name}: `, partsView(update.artifact.parts)]);
   } else if (result.message) {
-    streamLine("message", "message", textOf(result.message.parts));
+    streamLine("message", "message", partsView(result.message.parts));
   }
   return taskId;
 }
@@ -393,11 +399,11 @@ function renderTimeline(inspection) {
     if (event.statusUpdate) {
       kind = "status";
       const status = event.statusUpdate.status;
-      what = h("span", {}, pill(status.state), " ", status.message ? textOf(status.message.parts) : "");
+      what = h("span", {}, pill(status.state), " ", status.message ? partsView(status.message.parts) : "");
     } else if (event.artifactUpdate) {
       kind = event.artifactUpdate.append ? "chunk" : "whole artifact";
       const artifact = event.artifactUpdate.artifact;
-      what = `${artifact.name || short(artifact.artifactId)}: ${textOf(artifact.parts)}`;
+      what = h("span", {}, `${artifact.name || short(artifact.artifactId)}: `, partsView(artifact.parts));
     } else {
       kind = Object.keys(event)[0] || "";
       what = JSON.stringify(event);
