@@ -177,8 +177,11 @@ def _answer(task: dict[str, Any]) -> str:
         if reason:
             lines.append(f"(reason: {reason})")
     for artifact in task.get("artifacts", []):
-        texts = [p["text"] for p in artifact.get("parts", []) if "text" in p]
-        lines.append(f"[{artifact.get('name') or artifact['artifactId']}] " + " ".join(texts))
+        parts = artifact.get("parts", [])
+        texts = [p["text"] for p in parts if "text" in p]
+        lines.append(" ".join([f"[{artifact.get('name') or artifact['artifactId']}]", *texts]))
+        # A structured answer, formatted (its data part as the caller's program reads it).
+        lines += [json.dumps(p["data"], indent=2, ensure_ascii=False) for p in parts if "data" in p]
     return "\n".join(lines)
 
 

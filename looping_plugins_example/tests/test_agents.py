@@ -7,7 +7,7 @@ from typing import Any
 
 from looping_core.agent import StreamEnd
 from looping_core.content import TextChunk, ToolUseChunk, Usage
-from looping_core.testing import AgentHarness, ScriptedModel
+from looping_core.testing import AgentHarness, ScriptedModel, TestModel
 
 
 def call(call_id: str, name: str, arguments: str) -> list[Any]:
@@ -43,3 +43,30 @@ async def test_the_notes_keeper_keeps_a_note_and_reads_it_back() -> None:
     assert done["artifacts"][0]["parts"] == [{"text": "The meeting moved to Friday."}]
     assert model.requests[0].system.startswith("You keep notes")  # the app's soul
     assert "the meeting moved to Friday" in str(model.requests[3].messages[-1])
+
+
+async def test_the_ticket_triage_answers_with_checked_data() -> None:
+    fire = {"summary": "Printer on fire, floor 3", "urgency": "urgent", "team": "facilities"}
+    wrong = {**fire, "urgency": "asap"}
+    model = ScriptedModel([ScriptedModel.answers_with(wrong), ScriptedModel.answers_with(fire)])
+    agent = "looping_plugins_example.agent:TicketTriage"
+    async with AgentHarness(agent, model=model) as harness:
+        done = await harness.result(await harness.send("The printer on floor 3 is on fire!"))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert done["artifacts"][0]["parts"] == [{"data": fire, "mediaType": "application/json"}]
+    [spec] = model.requests[0].tools
+    assert spec.name == "final_answer"
+    assert spec.input_schema["properties"]["urgency"]["enum"] == ["low", "normal", "urgent"]
+    retry = str(model.requests[1].messages[-1])
+    assert "'asap' is not one of ['low', 'normal', 'urgent']" in retry
+
+
+async def test_the_ticket_triage_answers_offline_with_the_test_model() -> None:
+    agent = "looping_plugins_example.agent:TicketTriage"
+    async with AgentHarness(agent, model=TestModel()) as harness:
+        done = await harness.result(await harness.send("My invoice is wrong"))
+    assert done["artifacts"][0]["parts"][0]["data"] == {
+        "summary": "My invoice is wrong",
+        "urgency": "low",
+        "team": "facilities",
+    }

@@ -6,11 +6,16 @@
   its soul below is the app's words, as every sentence a model sees must be.
 - `NotesPlanner` is a `RoundAgent`: it may delegate `summarize-notes` subtasks (the notes
   plugin's subtask type) to subagents, with the round policy's words below.
+- `TicketTriage` answers in a schema: every turn ends with a `Triage` (a data part, for the
+  program that routes tickets), checked against its schema before the caller sees it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated, Literal
+
+import attrs
 
 from looping_core.agent import (
     Agent,
@@ -90,4 +95,26 @@ class NotesPlanner(RoundAgent):
             canceled="Stopped, as you asked.",
             max_parallel=3,
             surface=("summarize-notes",),
+        )
+
+
+@attrs.frozen
+class Triage:
+    """A support ticket, triaged."""
+
+    summary: Annotated[str, "The ticket in one line"]
+    urgency: Literal["low", "normal", "urgent"]
+    team: Literal["facilities", "it", "billing"]
+
+
+class TicketTriage(LoopingAgent):
+    """Triages each ticket it is sent into a `Triage`."""
+
+    output_type = Triage
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return (
+            "You triage support tickets. Read the ticket and give your triage with the "
+            "final_answer tool: the ticket in one line, how urgent it is, and which team "
+            "should take it."
         )
