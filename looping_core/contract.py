@@ -159,12 +159,22 @@ class ToolContext:
 
 @attrs.frozen
 class Tool:
-    """One tool an agent may call: a JSON-Schema described input and an async handler."""
+    """One tool an agent may call: a JSON-Schema described input and an async handler.
+
+    `requires_approval`: the caller must approve a call before it runs, always (`True`) or when
+    `requires_approval(call, arguments)` says so (a rule that raises counts as yes). The turn
+    then ends `INPUT_REQUIRED` with the pending calls; an approved call runs at most once.
+    `idempotent`: running a call twice does no harm, so one cut off by a crash after it began
+    may run again (otherwise the model is told its outcome is unknown)."""
 
     name: str = attrs.field(validator=_check_name)
     description: str
     input_schema: Mapping[str, Any]
     handler: Callable[[Mapping[str, Any]], Awaitable[Any]]
+    requires_approval: bool | Callable[[ToolCall, Mapping[str, Any]], bool] = attrs.field(
+        default=False, kw_only=True
+    )
+    idempotent: bool = attrs.field(default=False, kw_only=True)
 
 
 class ToolError(Exception):

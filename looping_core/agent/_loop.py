@@ -25,16 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import attrs
-import rfc8785
 
-from looping_core import _metrics, _tracing
 from looping_core.agent._compaction import Compactor
 from looping_core.agent._model import (
     ChatModel,
@@ -52,6 +49,14 @@ from looping_core.agent._output import (
     judged_answer_call,
     pending_answer,
 )
+from looping_core.agent._tool_calls import (
+    NOT_APPROVABLE,
+    NOT_TAKEN_WAITING,
+    argument_problem,
+    call_tool,
+    error_result,
+    needs_approval,
+)
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -66,8 +71,7 @@ from looping_core.content import (
     Usage,
     UserMessage,
 )
-from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, bind_tool_call
-from looping_core.tools import SchemaUnusable, argument_problems
+from looping_core.contract import Tool, ToolContext
 
 __all__ = ["Budget", "ControlAction", "Inbox", "LoopOutcome", "StepLog", "run_tool_loop"]
 
@@ -126,6 +130,8 @@ class LoopOutcome:
     given."""
     answer_problem: str | None = None
     """Why no structured answer fits, when one was asked for and the retries ran out."""
+    awaiting: tuple[ToolUseBlock, ...] = ()
+    """Tool calls that wait for the caller's approval: the loop ended to ask for it."""
 
     @property
     def rounds(self) -> int:
@@ -160,6 +166,7 @@ async def run_tool_loop(
     on_text: TextSink | None = None,
     tool_context: ToolContext | None = None,
     answer: StructuredAnswer | None = None,
+    approvals: bool = False,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
@@ -170,7 +177,10 @@ async def run_tool_loop(
     model call, and an answer given while one waits is not the last word. `on_text` is given
     each response's text as it streams. `tool_context` is what the tools were built with: a
     handler finds it on its `ToolCall` (a typed tool's `ToolContext` parameter). `answer`: the
-    structured answer the loop must end with (`LoopOutcome.answer`).
+    structured answer the loop must end with (`LoopOutcome.answer`). `approvals`: the caller
+    can be asked to approve calls (`Tool.requires_approval`): the loop runs the other calls of
+    the response and ends with those (`LoopOutcome.awaiting`); without, they are never run and
+    the model is told so.
     """
     controls = {action.name: action for action in actions}
     specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools) + tuple(
@@ -190,16 +200,18 @@ async def run_tool_loop(
         slots=asyncio.Semaphore(max_parallel_tools),
         context=tool_context,
         answer=answer,
+        approvals=approvals,
     )
     run = _Run(request, log, compactor, inbox, clock())
     if pending:
-        results, taken = await dispatch(pending)
-        await run.record(ToolResultMessage(results))
+        results, taken, awaiting = await dispatch(pending)
+        if results:
+            await run.record(ToolResultMessage(results))
         given = pending_answer(pending, answer)
-        if taken is not None or given is not None:  # the turn had ended before a crash
+        if taken is not None or given is not None or awaiting:  # it had ended before a crash
             asked = next(m for m in reversed(request.messages) if isinstance(m, AssistantMessage))
             final = ModelResponse(asked, "tool_use", served_by="")
-            return run.outcome(final, control=taken, answer=given)
+            return run.outcome(final, control=taken, answer=given, awaiting=awaiting)
     wrong_answers = 0
     budget = budget or Budget()
     while True:
@@ -236,17 +248,19 @@ async def run_tool_loop(
                 continue  # the caller said more while the model answered: answer that too
             return run.outcome(response, exhausted=exhausted)
         malformed = [
-            _error(c, response.bad_arguments[c.id]) for c in calls if c.id in response.bad_arguments
+            error_result(c, response.bad_arguments[c.id])
+            for c in calls
+            if c.id in response.bad_arguments
         ]
         # Answered at once, in the same write as the calls: a resumed turn never runs them.
         await run.record(response.message, *([ToolResultMessage(malformed)] if malformed else []))
-        results, taken = await dispatch(
+        results, taken, awaiting = await dispatch(
             [call for call in calls if call.id not in response.bad_arguments]
         )
         if results:
             await run.record(ToolResultMessage(results))
-        if taken is not None:
-            return run.outcome(response, control=taken)
+        if taken is not None or awaiting:
+            return run.outcome(response, control=taken, awaiting=awaiting)
 
 
 class _Run:
@@ -308,6 +322,7 @@ class _Run:
         control: tuple[ControlAction, ToolUseBlock] | None = None,
         answer: Any = None,
         answer_problem: str | None = None,
+        awaiting: tuple[ToolUseBlock, ...] = (),
     ) -> LoopOutcome:
         usage, compactions = self.usage, 0
         if self._compactor is not None:
@@ -315,7 +330,7 @@ class _Run:
             compactions = self._compactor.compactions
         return LoopOutcome(
             tuple(self.added), response, usage, tuple(self.served), exhausted, control,
-            compactions, answer, answer_problem,
+            compactions, answer, answer_problem, awaiting,
         )  # fmt: skip
 
 
@@ -328,20 +343,29 @@ async def _dispatch(
     slots: asyncio.Semaphore,
     context: ToolContext | None,
     answer: StructuredAnswer | None = None,
-) -> tuple[list[ToolResultBlock], tuple[ControlAction, ToolUseBlock] | None]:
-    """The results of `calls`, in their order, and the control action taken among them."""
-    taken = _control(calls, controls)
+    approvals: bool = False,
+) -> tuple[
+    list[ToolResultBlock], tuple[ControlAction, ToolUseBlock] | None, tuple[ToolUseBlock, ...]
+]:
+    """The results of `calls`, in their order (none for those that wait for approval), the
+    control action taken among them, and the calls that wait for the caller's approval. While
+    some wait, no control action is taken (the turn ends asking for the approvals)."""
+    waiting = [c for c in calls if needs_approval(c, tools, context)]
+    taken = None if waiting else _control(calls, controls)
     answer_tool = answer.tool_name if answer is not None and answer.as_tool else None
     results = await asyncio.gather(
         *(
+            _refused(call, NOT_APPROVABLE) if call in waiting else
             _acknowledged(call) if taken and call is taken[1] else
+            _refused(call, NOT_TAKEN_WAITING) if waiting and call.name in controls else
             _refused_control(call, controls[call.name]) if call.name in controls else
             judged_answer_call(call, answer) if answer is not None and call.name == answer_tool else
-            _call(call, tools, timeout, slots, context)
+            call_tool(call, tools, timeout, slots, context)
             for call in calls
+            if not (approvals and call in waiting)
         )
     )  # fmt: skip
-    return list(results), taken
+    return list(results), taken, tuple(waiting) if approvals else ()
 
 
 async def _ask(
@@ -376,9 +400,13 @@ def _control(
     any bad tool call is, and the loop goes on)."""
     for call in calls:
         action = controls.get(call.name)
-        if action is not None and _argument_problem(call, action.input_schema) is None:
+        if action is not None and argument_problem(call, action.input_schema) is None:
             return action, call
     return None
+
+
+async def _refused(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return error_result(call, text)
 
 
 async def _acknowledged(call: ToolUseBlock) -> ToolResultBlock:
@@ -388,18 +416,8 @@ async def _acknowledged(call: ToolUseBlock) -> ToolResultBlock:
 
 async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolResultBlock:
     """A control action called with arguments that fail its schema (or after another one)."""
-    problem = _argument_problem(call, action.input_schema)
-    return _error(call, problem or f"{action.name} was not taken: another action was")
-
-
-def _argument_problem(call: ToolUseBlock, schema: Mapping[str, Any]) -> str | None:
-    """What is wrong with the call's arguments (`None`: nothing); a schema that cannot be used
-    is a problem of the call too, never a failed turn."""
-    try:
-        return argument_problems(schema, call.input)
-    except SchemaUnusable as exc:
-        _log.error("tool %s cannot be called: its input schema is unusable: %s", call.name, exc)
-        return f"tool {call.name} cannot be called (its input schema is unusable)"
+    problem = argument_problem(call, action.input_schema)
+    return error_result(call, problem or f"{action.name} was not taken: another action was")
 
 
 def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:
@@ -417,77 +435,3 @@ def _with_note(system: str, note: str) -> str:
     if not note:
         return system
     return f"{system}\n\n{note}" if system else note
-
-
-async def _call(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool],
-    timeout: float,
-    slots: asyncio.Semaphore,
-    context: ToolContext | None,
-) -> ToolResultBlock:
-    # A name the model made up is not a label value: labels stay the tools that exist.
-    name = call.name if call.name in tools else "unknown"
-    with _tracing.span(
-        "tool call", looping__tool__name=name, looping__tool__call_id=call.id
-    ) as span:
-        result = await _run_tool(call, tools, timeout, slots, context)
-        outcome = "error" if result.is_error else "ok"
-        if result.is_error:
-            span.fail("the tool call failed")
-    _metrics.TOOL_CALLS.inc(tool=name, outcome=outcome)
-    return result
-
-
-async def _run_tool(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool],
-    timeout: float,
-    slots: asyncio.Semaphore,
-    context: ToolContext | None,
-) -> ToolResultBlock:
-    tool = tools.get(call.name)
-    if tool is None:
-        return _error(call, f"unknown tool: {call.name}")
-    problem = _argument_problem(call, tool.input_schema)
-    if problem is not None:
-        return _error(call, problem)
-    async with slots:
-        try:
-            async with asyncio.timeout(timeout):
-                bind_tool_call(ToolCall(call.id, call.name, context))  # this call's task only
-                value = await tool.handler(call.input)
-        except TimeoutError:
-            _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)
-            return _error(call, f"timed out after {timeout:g} s")
-        except ToolError as exc:
-            return _error(call, exc.message)
-        except Exception as exc:
-            _log.warning("tool %s (call %s) failed", call.name, call.id, exc_info=True)
-            return _error(call, f"failed: {type(exc).__name__}")
-    try:
-        return ToolResultBlock(call.id, _content(value))
-    except (TypeError, ValueError):
-        _log.warning("tool %s returned a %s", call.name, type(value).__name__)
-        return _error(call, f"returned a value with no content form ({type(value).__name__})")
-
-
-def _content(value: Any) -> tuple[Any, ...]:
-    """A tool's return value as tool-result content: text, blocks, or JSON text."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (TextBlock(value),)
-    if isinstance(value, _RESULT_BLOCKS):
-        return (value,)
-    if (
-        isinstance(value, list | tuple)
-        and value
-        and all(isinstance(item, _RESULT_BLOCKS) for item in value)
-    ):
-        return tuple(value)
-    return (TextBlock(rfc8785.dumps(json.loads(json.dumps(value))).decode("utf-8")),)
-
-
-def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
-    return ToolResultBlock(call.id, (TextBlock(text),), is_error=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 
 from looping_core.config import LoopSettings
-from looping_core.content import Block, Message, UserMessage
+from looping_core.content import Block, Message, ToolApproval, UserMessage
 from looping_core.contract import Identity, ModelProvider, SubtaskLog, ToolContext
 from looping_core.errors import LoopingError, ProblemsError
 from looping_core.plugins import PluginHost
@@ -32,6 +32,7 @@ __all__ = [
     "Agent",
     "AgentContext",
     "AgentLoadError",
+    "ApprovalLog",
     "ArtifactOut",
     "TurnEvents",
     "TurnInput",
@@ -90,6 +91,26 @@ class SessionLog(Protocol):
         them (another turn of the same conversation changed it)."""
 
 
+class ApprovalLog(Protocol):
+    """The task's tool calls that need the caller's approval, durable: each is asked for, then
+    decided by the caller (the edge writes the decisions with their message), then begun and
+    ended by the turn that runs it. `start` is the guard that makes an approved call run at
+    most once: only one caller of it, ever, gets `True`."""
+
+    async def ask(self, approvals: Sequence[ToolApproval]) -> None:
+        """Record calls that wait for the caller (before the turn ends waiting for them)."""
+
+    async def approvals(self) -> list[ToolApproval]:
+        """Every call of the task that needed approval, with its state, oldest first."""
+
+    async def start(self, call_id: str) -> bool:
+        """Mark an approved call begun, durably, before running it; `False`: it must not run
+        (denied, or begun before: by a run cut off by a crash, or by another worker)."""
+
+    async def finish(self, call_id: str) -> None:
+        """Mark a begun call ended, once its result is stored."""
+
+
 class TurnEvents(Protocol):
     """What a running turn tells its caller before it ends: stored as the task's events, sent
     to every stream of the task, pushed only where `[push] progress` says so."""
@@ -127,6 +148,9 @@ class TurnInput:
     """The task's durable subtasks, for an agent that delegates (when the runner keeps them)."""
     events: TurnEvents | None = None
     """Progress and early artifacts of this turn, for streams (when the runner keeps them)."""
+    approvals: ApprovalLog | None = None
+    """The task's tool calls that wait for the caller's approval (when the runner keeps them;
+    without, a call that needs approval is never run)."""
 
     async def progress(self, *blocks: Block) -> None:
         """Tell the caller what the turn is doing now (a status message; the task stays

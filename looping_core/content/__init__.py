@@ -11,6 +11,16 @@
 Blocks to and from A2A parts are the protocol's (`looping_core.a2a`).
 """
 
+from looping_core.content._approvals import (
+    APPROVAL_STATES,
+    APPROVALS_KEY,
+    MAX_DECISION_REASON,
+    ApprovalsInvalid,
+    Decision,
+    ToolApproval,
+    approval_request,
+    decisions_in,
+)
 from looping_core.content._blocks import (
     AudioBlock,
     Block,
@@ -74,9 +84,13 @@ from looping_core.content._usage import (
 )
 
 __all__ = [
+    "APPROVALS_KEY",
+    "APPROVAL_STATES",
     "DEFAULT_LIMITS",
+    "MAX_DECISION_REASON",
     "Accumulator",
     "AccumulatorError",
+    "ApprovalsInvalid",
     "AssistantMessage",
     "AudioBlock",
     "Block",
@@ -86,6 +100,7 @@ __all__ = [
     "ContentError",
     "Conversation",
     "DataBlock",
+    "Decision",
     "DocumentBlock",
     "ImageBlock",
     "ImageChunk",
@@ -104,6 +119,7 @@ __all__ = [
     "ThinkingBlock",
     "ThinkingChunk",
     "TooManyBlocks",
+    "ToolApproval",
     "ToolResultBlock",
     "ToolResultMessage",
     "ToolUseBlock",
@@ -114,7 +130,9 @@ __all__ = [
     "UserContent",
     "UserMessage",
     "WrongType",
+    "approval_request",
     "clone",
+    "decisions_in",
     "decode",
     "decode_block",
     "decode_conversation",

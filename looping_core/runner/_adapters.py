@@ -1,6 +1,7 @@
 """What the runner hands an agent for one turn, each over the store: its events
-(`TurnEventWriter`), its session (`TurnSession`), its subtasks (`TaskSubtasks`) and the task's
-earlier messages as content (`EarlierMessages`, converted only when read). Each store call waits
+(`TurnEventWriter`), its session (`TurnSession`), its subtasks (`TaskSubtasks`), its tool calls
+that wait for approval (`TaskApprovals`) and the task's earlier messages as content
+(`EarlierMessages`, converted only when read). Each store call waits
 out a short outage (`patiently`): the agent goes on where it was instead of running again.
 """
 
@@ -23,13 +24,13 @@ from looping_core.a2a import (
     reply_parts,
 )
 from looping_core.agent import ArtifactOut
-from looping_core.content import Block
+from looping_core.content import Block, ToolApproval
 from looping_core.content import Message as ContentMessage
 from looping_core.contract import SessionRef, SubtaskRecord
 from looping_core.runner._patience import patiently
-from looping_core.store.internal import SessionStore, SubtaskStore, TaskStore
+from looping_core.store.internal import ApprovalStore, SessionStore, SubtaskStore, TaskStore
 
-__all__ = ["EarlierMessages", "TaskSubtasks", "TurnEventWriter", "TurnSession"]
+__all__ = ["EarlierMessages", "TaskApprovals", "TaskSubtasks", "TurnEventWriter", "TurnSession"]
 
 SUBAGENT_SEPARATOR = "\x1f"
 """Joins a conversation, a task and a scope into a subagent session's context."""
@@ -278,3 +279,23 @@ class TaskSubtasks:
         if subtask.task_id != self._task_id:
             raise ValueError("a subtask of another task")
         await patiently(lambda: self._store.update(subtask))
+
+
+class TaskApprovals:
+    """The approval store bound to one task, as the agent sees it (`ApprovalLog`)."""
+
+    def __init__(self, store: ApprovalStore, task_id: str) -> None:
+        self._store = store
+        self._task_id = task_id
+
+    async def ask(self, approvals: Sequence[ToolApproval]) -> None:
+        await patiently(lambda: self._store.ask(self._task_id, approvals))
+
+    async def approvals(self) -> list[ToolApproval]:
+        return await patiently(lambda: self._store.approvals(self._task_id))
+
+    async def start(self, call_id: str) -> bool:
+        return await patiently(lambda: self._store.start(self._task_id, call_id))
+
+    async def finish(self, call_id: str) -> None:
+        await patiently(lambda: self._store.finish(self._task_id, call_id))

@@ -43,6 +43,7 @@ from looping_core.contract import Identity, SessionRef, StoreAccess, ToolContext
 from looping_core.plugins import PluginHost
 from looping_core.runner._adapters import (
     EarlierMessages,
+    TaskApprovals,
     TaskSubtasks,
     TurnEventWriter,
     TurnSession,
@@ -50,6 +51,7 @@ from looping_core.runner._adapters import (
 from looping_core.runner._patience import patiently
 from looping_core.runner._slots import FairSlots
 from looping_core.store.internal import (
+    ApprovalStore,
     BegunTurn,
     SessionStore,
     StoreUnavailable,
@@ -80,12 +82,15 @@ class TurnDriver:
         sessions: SessionStore | None = None,
         store_access: StoreAccess | None = None,
         subtasks: SubtaskStore | None = None,
+        approvals: ApprovalStore | None = None,
         push_progress: bool = False,
         coalesce_seconds: float = 0.05,
         pushes_from_turn: bool = False,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `store_access` is what
         plugins' tools that own tables get in their `ToolContext` (calls on the store's thread).
+        `approvals`: where tool calls that wait for the caller's approval are kept (without,
+        such calls are never run);
         `push_progress`: a turn's progress is pushed too (`[push] progress`);
         `coalesce_seconds`: artifact chunks closer together are one event.
         `pushes_from_turn`: a turn's end queues its pushes without a job of their own (the job
@@ -97,6 +102,7 @@ class TurnDriver:
         self._sessions = sessions
         self._store_access = store_access
         self._subtasks = subtasks
+        self._approvals = approvals
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
         self._pushes_from_turn = pushes_from_turn
@@ -286,6 +292,7 @@ class TurnDriver:
             a2a_message=latest,
             session=log,
             subtasks=TaskSubtasks(self._subtasks, task_id) if self._subtasks else None,
+            approvals=TaskApprovals(self._approvals, task_id) if self._approvals else None,
             tool_context=ToolContext(
                 tenant=caller.tenant,
                 instance_id=f"{caller.issuer}#{caller.subject}",  # a caller's tools are its own

@@ -45,7 +45,13 @@ from looping_core.a2a.internal import (
     origin_of,
     push_target_problems,
 )
-from looping_core.content import ContentError
+from looping_core.content import (
+    APPROVALS_KEY,
+    ApprovalsInvalid,
+    ContentError,
+    Decision,
+    decisions_in,
+)
 from looping_core.server._calls import CallContext
 from looping_core.server._streams import EventHub, TaskStream
 from looping_core.store.internal import TaskStore, TurnStart
@@ -135,6 +141,29 @@ def _check_output_modes(accepted: Iterable[str], answers: tuple[str, ...] | None
     )
 
 
+def _decisions_of(message: Message) -> list[Decision] | None:
+    """The caller's decisions on a task's tool calls that wait for approval, when the message
+    gives them (a `toolApprovals` data part); `InvalidParams` naming where one is malformed."""
+    found: list[Decision] | None = None
+    for index, part in enumerate(message.parts):
+        if not (isinstance(part.data, Mapping) and APPROVALS_KEY in part.data):
+            continue
+        field = f"params.message.parts[{index}].data"
+        if found is not None:
+            raise _invalid(field, "give the decisions in one part, not several")
+        try:
+            given = decisions_in([part_to_block(part)])
+        except ApprovalsInvalid as exc:
+            raise _invalid(f"{field}.{exc.where}", exc.problem) from None
+        assert given is not None
+        found = given[1]
+    if found is not None and not message.task_id:
+        raise _invalid(
+            "params.message.taskId", "decisions on tool calls answer a task: name it here"
+        )
+    return found
+
+
 def _check_parts(parts: Iterable[Part], prefix: str, input_modes: tuple[str, ...]) -> None:
     for index, part in enumerate(parts):
         field = f"{prefix}[{index}]"
@@ -190,6 +219,7 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
         context.services.edge.answer_modes.get(context.identity.tenant),
     )
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
+    decisions = _decisions_of(params.message)
     runner, limits = context.services.runner, context.services.limits
     # A new task whose turn can run at once is accepted and begun in one transaction.
     reserved = not params.message.task_id and await runner.reserve()
@@ -200,6 +230,7 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
             push,
             begin=reserved,
             limits=limits.turns[context.identity.tenant],
+            decisions=decisions,
         )
     except BaseException:
         if reserved:

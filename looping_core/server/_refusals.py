@@ -78,6 +78,9 @@ _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = 
     store.TaskNotCancelable: lambda e: TaskNotCancelable(metadata={"taskId": e.task_id}),
     store.TurnRefused: lambda e: UnsupportedOperation(str(e)),
     store.TooManyTurns: too_many_turns,
+    store.ApprovalRefused: lambda e: InvalidParams(
+        f"params.message: {e}", violations=[("params.message", str(e))]
+    ),
     store.ContextMismatch: lambda e: InvalidParams(
         "params.message.contextId does not match the task's context",
         violations=[("params.message.contextId", "does not match the task's contextId")],

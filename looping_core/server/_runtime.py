@@ -27,6 +27,7 @@ from looping_core.runner.internal import (
     keep_pruning,
 )
 from looping_core.store.internal import (
+    ApprovalStore,
     Database,
     PluginAccess,
     SessionStore,
@@ -95,6 +96,7 @@ async def open_runtime(
             config.runner,
             sessions=SessionStore(database, node=node, worker=worker),
             subtasks=SubtaskStore(database, node=node, worker=worker),
+            approvals=ApprovalStore(database, node=node, worker=worker),
             store_access=PluginAccess(database),
             push_progress=config.push.progress,
             coalesce_seconds=config.streaming.coalesce_seconds,

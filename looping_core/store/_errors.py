@@ -6,6 +6,7 @@ from __future__ import annotations
 from looping_core.errors import LoopingError
 
 __all__ = [
+    "ApprovalRefused",
     "ContextMismatch",
     "InvalidPageToken",
     "PushConfigNotFound",
@@ -48,6 +49,11 @@ class TaskNotCancelable(StoreRefusal):
 
 class TurnRefused(StoreRefusal):
     """A follow-up turn the task cannot take now (it is terminal, or still working)."""
+
+
+class ApprovalRefused(StoreRefusal):
+    """An answer to a task's pending tool calls that cannot be taken (unknown calls, some left
+    undecided, decided already), or a message to such a task that decides nothing."""
 
 
 class TooManyTurns(StoreRefusal):

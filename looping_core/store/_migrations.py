@@ -16,6 +16,7 @@ import peewee
 
 from looping_core.contract import PluginStore
 from looping_core.store._models import (
+    APPROVAL_MODELS,
     CORE_MODELS,
     EVENT_MODELS,
     SESSION_MODELS,
@@ -157,6 +158,11 @@ def _single_column_indexes(db: peewee.Database) -> None:
         db.execute_sql(f"DROP INDEX IF EXISTS {name}")  # type: ignore[no-untyped-call]
 
 
+def _tool_approvals(db: peewee.Database) -> None:
+    """Tool calls that wait for the caller's approval, and their decisions."""
+    db.create_tables(list(APPROVAL_MODELS), safe=True)
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -172,6 +178,7 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(10, "indexes another index already serves, dropped", _single_column_indexes),
     Migration(11, "push configs' secrets sealed at rest, by key", _sealed_push_secrets),
     Migration(12, "unsettled tasks by caller, for the turn limits", _unsettled_tasks),
+    Migration(13, "tool calls that wait for approval, and their decisions", _tool_approvals),
 )
 
 

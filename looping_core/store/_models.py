@@ -10,6 +10,7 @@ from __future__ import annotations
 import peewee
 
 __all__ = [
+    "APPROVAL_MODELS",
     "CORE_MODELS",
     "EVENT_MODELS",
     "SESSION_MODELS",
@@ -246,13 +247,37 @@ class SubtaskRow(_Base):
         primary_key = peewee.CompositeKey("task", "subtask_id")
 
 
+class ApprovalRow(_Base):
+    """A tool call that needed the caller's approval (see `looping_core.content.ToolApproval`):
+    asked for, decided, begun and ended, each a guarded write, so an approved call runs at most
+    once."""
+
+    task = peewee.ForeignKeyField(
+        TaskRow, backref="approvals", on_delete="CASCADE", index=False
+    )  # the primary key (task, call_id) serves it
+    call_id = peewee.TextField()
+    tool = peewee.TextField()
+    arguments = peewee.TextField()
+    state = peewee.TextField()
+    reason = peewee.TextField(default="")
+    asked_ts = peewee.BigIntegerField()
+    decided_ts = peewee.BigIntegerField(null=True)
+    started_ts = peewee.BigIntegerField(null=True)
+    ended_ts = peewee.BigIntegerField(null=True)
+
+    class Meta:
+        table_name = "tool_approvals"
+        primary_key = peewee.CompositeKey("task", "call_id")
+
+
 SESSION_MODELS: tuple[type[peewee.Model], ...] = (SessionRow, SessionMessageRow)
 SUBTASK_MODELS: tuple[type[peewee.Model], ...] = (SubtaskRow,)
 
 EVENT_MODELS: tuple[type[peewee.Model], ...] = (TaskEventRow,)
+APPROVAL_MODELS: tuple[type[peewee.Model], ...] = (ApprovalRow,)
 
 CORE_MODELS: tuple[type[peewee.Model], ...] = (
     TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt, *SESSION_MODELS,
-    *SUBTASK_MODELS, *EVENT_MODELS,
+    *SUBTASK_MODELS, *EVENT_MODELS, *APPROVAL_MODELS,
 )  # fmt: skip
 """The models migration 1 creates (the journal tables exist before any migration)."""

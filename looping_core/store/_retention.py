@@ -2,10 +2,11 @@
 the backlog and the server keeps answering while a large one is worked off.
 
 - **Ended tasks** (completed, failed, canceled, rejected) whose end is older than
-  `finished_after`: each with what hangs off it (its messages, artifacts, events, push configs
-  and subtasks go with its row; its pushes and their attempts are deleted beside it), then the
-  sessions of its conversation (and that conversation's subagents) once no task of it is left.
-  A task with a push still pending is left for the deliverer to finish or expire.
+  `finished_after`: each with what hangs off it (its messages, artifacts, events, push configs,
+  subtasks and tool approvals go with its row; its pushes and their attempts are deleted beside
+  it), then the sessions of its conversation (and that conversation's subagents) once no task
+  of it is left. A task with a push still pending is left for the deliverer to finish or
+  expire.
 - **Events of ended tasks** older than `events_after`: streams resume from events only while a
   task runs, and a resume after them is told the task ended.
 - **Pushes done with** (delivered, failed, expired, dropped) older than `delivered_after`, with

@@ -5,6 +5,9 @@ holds a slot) the turn's begin. A duplicate returns the first task and starts no
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+
 import attrs
 import peewee
 
@@ -17,7 +20,9 @@ from looping_core.a2a import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
+from looping_core.content import Decision
 from looping_core.contract import Identity
+from looping_core.store._approvals import decide_approvals
 from looping_core.store._errors import ContextMismatch, TooManyTurns, TurnRefused
 from looping_core.store._events import Events
 from looping_core.store._push_configs import PushConfigs
@@ -88,6 +93,7 @@ class TurnStarts(Events, PushConfigs):
         *,
         begin: bool = False,
         limits: TurnLimits = TurnLimits(),
+        decisions: Sequence[Decision] | None = None,
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
         to an interrupted one. A duplicate returns the first task and starts nothing.
@@ -97,14 +103,20 @@ class TurnStarts(Events, PushConfigs):
         one accepted (SUBMITTED), and its events are the same: WORKING is its first.
         `limits`: a turn past them raises `TooManyTurns` and writes nothing (a duplicate still
         returns its task). Counted in the transaction, so on PostgreSQL accepts racing each
-        other may pass a limit by as many as race."""
-        args = (caller, message, push, begin, limits)
+        other may pass a limit by as many as race. `decisions`: the message's decisions on the
+        task's tool calls that wait for approval, written with it (`ApprovalRefused`, nothing
+        written, when they do not decide exactly the pending calls, or when calls are pending
+        and the message decides none)."""
+        accept = functools.partial(
+            self._start_turn, caller, message, push, begin=begin, limits=limits,
+            decisions=decisions,
+        )  # fmt: skip
         try:
-            start = await self._db.run(self._start_turn, *args)
+            start = await self._db.run(accept)
         except peewee.IntegrityError:
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
-            start = await self._db.run(self._start_turn, *args)
+            start = await self._db.run(accept)
         if start.begun is not None or (start.started and message.task_id):
             self._events_written(start.task.id)  # the turn's WORKING, the follow-up's SUBMITTED
         return start
@@ -114,8 +126,10 @@ class TurnStarts(Events, PushConfigs):
         caller: Identity,
         message: Message,
         push: TaskPushNotificationConfig | None,
+        *,
         begin: bool,
         limits: TurnLimits,
+        decisions: Sequence[Decision] | None,
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
@@ -127,6 +141,7 @@ class TurnStarts(Events, PushConfigs):
                     return duplicate
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
+                decide_approvals(self._sql, head.id, decisions, stamp)
                 joined = head.state in RUNNING
                 if not joined:
                     priority = self._within(limits, scope)

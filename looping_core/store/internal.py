@@ -4,8 +4,10 @@ app-facing API: it may change with any release, and the API snapshot leaves it o
 """
 
 from looping_core.store._access import PluginAccess
+from looping_core.store._approvals import ApprovalStore
 from looping_core.store._db import Database, bounded_connects, open_database, store_url_problem
 from looping_core.store._errors import (
+    ApprovalRefused,
     ContextMismatch,
     InvalidPageToken,
     PushConfigNotFound,
@@ -47,6 +49,8 @@ from looping_core.store._unreachable import (
 
 __all__ = [
     "NON_TERMINAL",
+    "ApprovalRefused",
+    "ApprovalStore",
     "BegunTurn",
     "ContextMismatch",
     "Database",

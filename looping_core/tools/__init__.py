@@ -44,6 +44,7 @@ file, reporting any failure as a problem rather than raising it.
 """
 
 from looping_core.tools._function import (
+    ApprovalRule,
     FunctionTool,
     ToolDefinitionError,
     schema_of,
@@ -53,6 +54,7 @@ from looping_core.tools._function import (
 from looping_core.tools._input_schemas import SchemaUnusable, argument_problems, schema_problem
 
 __all__ = [
+    "ApprovalRule",
     "FunctionTool",
     "SchemaUnusable",
     "ToolDefinitionError",

@@ -42,7 +42,14 @@ from looping_core.tools._schema import (
     with_description,
 )
 
-__all__ = ["FunctionTool", "ToolDefinitionError", "schema_of", "structurer_of", "tool"]
+__all__ = [
+    "ApprovalRule",
+    "FunctionTool",
+    "ToolDefinitionError",
+    "schema_of",
+    "structurer_of",
+    "tool",
+]
 
 _RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock)
 _INJECTED = (ToolCall, ToolContext)
@@ -85,13 +92,21 @@ class FunctionTool(Tool):
         return self.function(*args, **kwargs)
 
 
+ApprovalRule = Callable[[ToolCall, Mapping[str, Any]], bool]
+"""Whether a call needs the caller's approval, from the call and the model's arguments."""
+
+
 @overload
 def tool(function: Callable[..., Any], /) -> FunctionTool: ...
 
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool | ApprovalRule = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -101,15 +116,21 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool | ApprovalRule = False,
+    idempotent: bool = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `Tool` of a typed function (`async def` or `def`): `@tool`, or `@tool(name=...,
     description=...)` to set what the function's name and docstring would give.
+    `requires_approval`: `True`, or a rule of the call and its arguments (`lambda call, args:
+    args["amount"] > 100`), for calls the caller must approve first; `idempotent`: a call cut
+    off by a crash after it began may run again.
 
     `ToolDefinitionError` when the function cannot be described: a parameter without a type
     hint, a hint with no JSON Schema, `*args`/`**kwargs`, or a name that is no tool name."""
 
     def make(function: Callable[..., Any]) -> FunctionTool:
-        return _make(function, name, description)
+        made = _make(function, name, description)
+        return attrs.evolve(made, requires_approval=requires_approval, idempotent=idempotent)
 
     return make if function is None else make(function)
 
