@@ -32,7 +32,7 @@ from looping_core.agent._loop import (
     StepLog,
     run_tool_loop,
 )
-from looping_core.agent._looping import LoopingAgent, LoopingConfig
+from looping_core.agent._looping import LoopingAgent
 from looping_core.agent._model import (
     STOP_REASONS,
     ChatModel,
@@ -69,6 +69,7 @@ from looping_core.agent._seam import (
     TurnOutcome,
     TurnResult,
 )
+from looping_core.agent._settings import LoopingConfig
 
 __all__ = [
     "STOP_REASONS",

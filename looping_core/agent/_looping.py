@@ -40,8 +40,9 @@ from typing import Any
 
 import attrs
 
-from looping_core.agent._compaction import Compaction, Compactor
-from looping_core.agent._loop import Budget, ControlAction, run_tool_loop
+from looping_core.agent._approvals import settle_approvals
+from looping_core.agent._compaction import Compactor
+from looping_core.agent._loop import run_tool_loop
 from looping_core.agent._model import (
     ChatModel,
     ContextTooLong,
@@ -67,7 +68,8 @@ from looping_core.agent._seam import (
     TurnOutcome,
     TurnResult,
 )
-from looping_core.config import LoopSettings, TenantModelConfig, check_model
+from looping_core.agent._settings import LoopingConfig
+from looping_core.config import check_model
 from looping_core.content import (
     AssistantMessage,
     AudioBlock,
@@ -76,70 +78,15 @@ from looping_core.content import (
     Message,
     RefusalBlock,
     TextBlock,
+    ToolApproval,
+    ToolUseBlock,
+    approval_request,
 )
 from looping_core.contract import SessionRef, Tool, ToolContext, ToolFamily
 
-__all__ = ["LoopingAgent", "LoopingConfig"]
+__all__ = ["LoopingAgent"]
 
 _log = logging.getLogger("looping_core.agent")
-
-
-@attrs.frozen
-class LoopingConfig:
-    """How a `LoopingAgent`'s loop runs. `budget_note` is the app's words for a spent budget;
-    `compaction.prompt` its words for a summary. `[tenants.<id>.loop]` overrides the numbers."""
-
-    budget: Budget = attrs.field(factory=Budget)
-    budget_note: str = ""
-    tool_timeout: float = 60.0
-    max_parallel_tools: int = 4
-    answer_name: str = "answer"
-    """The name of the artifact that carries the final answer."""
-    stream_answer: bool = True
-    """Stream each response's text into the answer artifact as it arrives (chunks for streams;
-    a later response replaces what an earlier one streamed, the final answer replaces all)."""
-    actions: tuple[ControlAction, ...] = ()
-    """Ways out of the loop the model may take: ask the caller for input, or decline."""
-    compaction: Compaction = attrs.field(factory=Compaction)
-    context_window: int | None = None
-    """The models' context window when `[tenants.<id>.model]` declares none."""
-    model: TenantModelConfig | None = None
-    """The agent's own model and fallbacks, used when the config has no `[tenants.<id>.model]`
-    (which, when present, replaces it whole: endpoints and keys are the deployment's)."""
-    output_mode: str = "tool"
-    """How the model is asked for a structured answer (`output_type`): `tool` or `native`."""
-    output_retries: int = 2
-    """Wrong structured answers the model may correct before the turn fails."""
-    answer_tool: str = "final_answer"
-    """The name of the tool a structured answer is given with (`output_mode = "tool"`)."""
-
-    def overridden(self, settings: LoopSettings) -> LoopingConfig:
-        """This config with what the deployment set in `[tenants.<id>.loop]`."""
-
-        def pick(name: str, current: Any) -> Any:
-            value = getattr(settings, name)
-            return current if value is None else value
-
-        budget = Budget(
-            max_rounds=pick("max_rounds", self.budget.max_rounds),
-            max_tokens=pick("max_tokens", self.budget.max_tokens),
-            max_seconds=pick("max_seconds", self.budget.max_seconds),
-        )
-        compaction = attrs.evolve(
-            self.compaction,
-            compact_at=pick("compact_at", self.compaction.compact_at),
-            keep_last=pick("keep_last", self.compaction.keep_last),
-            summary_max_tokens=pick("summary_max_tokens", self.compaction.summary_max_tokens),
-        )
-        return attrs.evolve(
-            self,
-            budget=budget,
-            compaction=compaction,
-            tool_timeout=pick("tool_timeout_seconds", self.tool_timeout),
-            max_parallel_tools=pick("max_parallel_tools", self.max_parallel_tools),
-            output_mode=pick("output_mode", self.output_mode),
-            output_retries=pick("output_retries", self.output_retries),
-        )
 
 
 class LoopingAgent(Agent):
@@ -315,9 +262,17 @@ class LoopingAgent(Agent):
         return ()
 
     async def run(self, turn: TurnInput) -> TurnResult:
-        conversation, pending, answered = await resume_conversation(
-            turn.session, turn.message, turn.history
-        )
+        tools = self.turn_tools(turn)
+        settled = await self._settle_approvals(turn, tools)
+        conversation: tuple[Message, ...]
+        pending: tuple[ToolUseBlock, ...] = ()
+        answered: AssistantMessage | None = None
+        if settled is not None:  # the caller decided on calls: they have their results now
+            conversation = settled
+        else:
+            conversation, pending, answered = await resume_conversation(
+                turn.session, turn.message, turn.history
+            )
         inbox = turn.session.arrivals if turn.session is not None else None
         given = given_answer(self._answer, conversation, answered)
         if given is not None or (answered is not None and self._answer is None):
@@ -335,7 +290,7 @@ class LoopingAgent(Agent):
             outcome = await run_tool_loop(
                 self._models,
                 ModelRequest(messages=conversation, system=self._soul),
-                self.turn_tools(turn),
+                tools,
                 budget=config.budget,
                 budget_note=config.budget_note,
                 log=turn.session,
@@ -348,6 +303,7 @@ class LoopingAgent(Agent):
                 on_text=self._answer_stream(turn, answer_id),
                 tool_context=self._tool_context(turn.tool_context),
                 answer=self._answer,
+                approvals=turn.approvals is not None and turn.session is not None,
             )
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
@@ -361,6 +317,11 @@ class LoopingAgent(Agent):
             report["looping.budgetSpent"] = outcome.exhausted
         if outcome.compactions:
             report["looping.compactions"] = outcome.compactions
+        if outcome.awaiting and turn.approvals is not None:
+            asked = [ToolApproval(c.id, c.name, dict(c.input)) for c in outcome.awaiting]
+            await turn.approvals.ask(asked)
+            request = (approval_request(asked),)
+            return TurnResult(TurnOutcome.INPUT_REQUIRED, reply=request, metadata=report)
         if outcome.control is not None:
             action, call = outcome.control
             words = (TextBlock(str(call.input["message"])),)
@@ -380,6 +341,23 @@ class LoopingAgent(Agent):
                 report["looping.outputProblem"] = problem
                 result = TurnResult(TurnOutcome.FAILED, reason="OUTPUT_INVALID")
         return await self.turn_result(turn, attrs.evolve(result, metadata=report))
+
+    async def _settle_approvals(
+        self, turn: TurnInput, tools: Sequence[Tool]
+    ) -> tuple[Message, ...] | None:
+        """The conversation once the calls the caller decided on have their results (`None`:
+        none to settle; see `_approvals.py`)."""
+        if turn.approvals is None or turn.session is None:
+            return None
+        return await settle_approvals(
+            turn.approvals,
+            turn.session,
+            turn.message,
+            tools,
+            context=self._tool_context(turn.tool_context),
+            timeout=self._config.tool_timeout,
+            max_parallel=self._config.max_parallel_tools,
+        )
 
     def turn_tools(self, turn: TurnInput) -> list[Tool]:
         """The tools of this turn: the agent's own and those of the chosen tool families, built

@@ -15,7 +15,7 @@ from looping_core.content import (
     UserMessage,
 )
 
-__all__ = ["resume_conversation"]
+__all__ = ["resume_conversation", "tool_result_ids"]
 
 
 async def resume_conversation(
@@ -47,12 +47,12 @@ async def resume_conversation(
     calls = tuple(b for b in asked.content if isinstance(b, ToolUseBlock))
     if not calls:
         return conversation, (), (None if after else asked)
-    answered = _result_ids(after)
+    answered = tool_result_ids(after)
     # Calls whose results were never stored run now (their handlers get the same call ids).
     return conversation, tuple(c for c in calls if c.id not in answered), None
 
 
-def _result_ids(messages: Sequence[Message]) -> set[str]:
+def tool_result_ids(messages: Sequence[Message]) -> set[str]:
     """The tool calls among `messages` that have results."""
     return {
         block.tool_use_id

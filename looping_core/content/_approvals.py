@@ -79,6 +79,8 @@ class ToolApproval:
     arguments: Mapping[str, Any]
     state: str = attrs.field(default="pending", validator=attrs.validators.in_(APPROVAL_STATES))
     reason: str = ""
+    ended: bool = False
+    """Its result (the tool's, or the denial) is stored: nothing is left to do for it."""
 
 
 def approval_request(approvals: Sequence[ToolApproval]) -> DataBlock:

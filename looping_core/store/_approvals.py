@@ -8,7 +8,8 @@ through `pending` → `approved` | `denied` → `started` → `done`, each step 
 - `start`: approved → started, durably, before the call runs; only one writer wins it, on any
   process or machine, so an approved call runs at most once. A call found `started` with no
   result was cut off by a crash: its outcome is unknown.
-- `finish`: started → done, once its result is stored.
+- `finish`: started → done (a denied call stays denied), once its result is stored: the call
+  is ended, nothing is left to do for it.
 """
 
 from __future__ import annotations
@@ -49,34 +50,48 @@ class ApprovalStore(StoreBase):
 
         def read() -> list[ToolApproval]:
             rows = self._sql(
-                "SELECT call_id, tool, arguments, state, reason FROM tool_approvals"
+                "SELECT call_id, tool, arguments, state, reason, ended_ts FROM tool_approvals"
                 " WHERE task_id = ? ORDER BY asked_ts, call_id",
                 (task_id,),
             ).fetchall()
-            return [ToolApproval(c, t, json.loads(a), s, r or "") for c, t, a, s, r in rows]
+            return [
+                ToolApproval(c, t, json.loads(a), s, r or "", ended=e is not None)
+                for c, t, a, s, r, e in rows
+            ]
 
         return await self._db.run(read)
 
     async def start(self, task_id: str, call_id: str) -> bool:
         """Mark an approved call begun, before it runs; `False` (nothing written) unless it
         was approved and not begun yet: then it must not run."""
-        return await self._db.run(self._step, task_id, call_id, "approved", "started")
+
+        def write() -> bool:
+            with self._db.write():
+                return bool(
+                    self._sql(
+                        "UPDATE tool_approvals SET state = 'started', started_ts = ?"
+                        " WHERE task_id = ? AND call_id = ? AND state = 'approved'",
+                        (now_us(), task_id, call_id),
+                    ).rowcount
+                    == 1
+                )
+
+        return await self._db.run(write)
 
     async def finish(self, task_id: str, call_id: str) -> None:
-        """Mark a begun call ended (its result is stored)."""
-        await self._db.run(self._step, task_id, call_id, "started", "done")
+        """Mark a call's result stored: a begun call is `done`, a denied one stays `denied`;
+        both are ended (nothing is left to do for them)."""
 
-    def _step(self, task_id: str, call_id: str, was: str, now: str) -> bool:
-        column = "started_ts" if now == "started" else "ended_ts"
-        with self._db.write():
-            return bool(
+        def write() -> None:
+            with self._db.write():
                 self._sql(
-                    f"UPDATE tool_approvals SET state = ?, {column} = ?"
-                    " WHERE task_id = ? AND call_id = ? AND state = ?",
-                    (now, now_us(), task_id, call_id, was),
-                ).rowcount
-                == 1
-            )
+                    "UPDATE tool_approvals SET ended_ts = ?, state = CASE WHEN state ="
+                    " 'started' THEN 'done' ELSE state END WHERE task_id = ? AND call_id = ?"
+                    " AND state IN ('started', 'denied') AND ended_ts IS NULL",
+                    (now_us(), task_id, call_id),
+                )
+
+        await self._db.run(write)
 
 
 def decide_approvals(

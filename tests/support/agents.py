@@ -28,7 +28,9 @@ from looping_core.agent import (
 )
 from looping_core.config import TenantModelConfig
 from looping_core.content import RefusalBlock, TextBlock
+from looping_core.contract import Tool, ToolCall, ToolContext
 from looping_core.delegation import RoundAgent, RoundPolicy
+from looping_core.tools import tool
 
 RUNS: collections.Counter[str] = collections.Counter()
 """How many times each task's turns ran in this process."""
@@ -207,6 +209,34 @@ class TriageAgent(NotesAgent):
 
 
 OUTPUTS: list[Any] = []
+
+
+PAID: list[tuple[str, int, str]] = []
+"""Every payment PayingAgent's tool made in this process: (call id, amount, to)."""
+
+
+@tool(requires_approval=lambda call, arguments: arguments["amount"] > 100)
+async def pay(call: ToolCall, amount: int, to: str) -> str:
+    """Pay someone."""
+    PAID.append((call.id, amount, to))
+    marker = os.environ.get("LPT_PAID_FILE")
+    if marker:  # another process's test counts the payments here
+        with Path(marker).open("a") as paid:
+            paid.write(f"{call.id} {amount} {to}\n")
+        hold = os.environ.get("LPT_PAY_HOLD_SECONDS")
+        if hold:
+            await asyncio.sleep(float(hold))
+    return f"paid {amount} to {to}"
+
+
+class PayingAgent(LoopingAgent):
+    """Pays with a tool that needs the caller's approval above 100."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return "You pay people."
+
+    def agent_tools(self, context: ToolContext) -> Sequence[Tool]:
+        return [pay]
 
 
 class ToolsAgent(NotesAgent):
