@@ -30,7 +30,7 @@ class Item:
     quantity: int = 1
 
 
-async def flat_by_hand(arguments: Mapping[str, Any]) -> str:
+async def flat_by_hand(arguments: Mapping[str, Any], call: ToolCall) -> str:
     return str(arguments["text"]) * int(arguments["times"])
 
 
@@ -46,7 +46,7 @@ def flat_sync(text: str, times: int = 1) -> str:
     return text * times
 
 
-async def nested_by_hand(arguments: Mapping[str, Any]) -> dict[str, int]:
+async def nested_by_hand(arguments: Mapping[str, Any], call: ToolCall) -> dict[str, int]:
     items = [Item(i["name"], i.get("quantity", 1)) for i in arguments["items"]]
     return {"count": sum(item.quantity for item in items)}
 

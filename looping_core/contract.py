@@ -1,14 +1,14 @@
-"""Types exchanged between the host and plugins (contract version 2).
+"""Types exchanged between the host and plugins (contract version 3).
 
 Everything here is a frozen attrs class or a small Protocol: plugins return these from their hooks
 and receive them as arguments. Changing a field in an incompatible way means bumping
-`looping_core.hookspecs.CONTRACT_VERSION` (2 gave tools `ToolContext.store`, calls on the store's
-own thread, where 1 gave them the raw database).
+`looping_core.hookspecs.CONTRACT_VERSION` (3 passes each tool handler its `ToolCall`, where 2 had
+it in a context variable; 2 gave tools `ToolContext.store`, calls on the store's own thread,
+where 1 gave them the raw database).
 """
 
 from __future__ import annotations
 
-import contextvars
 import os
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -41,7 +41,6 @@ __all__ = [
     "Turn",
     "Workspace",
     "WorkspaceBacking",
-    "current_tool_call",
 ]
 
 _NAME = re.compile(r"^[a-z][a-z0-9_.-]{0,62}$")
@@ -159,7 +158,9 @@ class ToolContext:
 
 @attrs.frozen
 class Tool:
-    """One tool an agent may call: a JSON-Schema described input and an async handler.
+    """One tool an agent may call: a JSON-Schema described input and an async handler,
+    `handler(arguments, call)`: the model's arguments (already checked against the schema) and
+    the `ToolCall` it serves (its id, its name, the caller's `ToolContext`).
 
     `requires_approval`: the caller must approve a call before it runs, always (`True`) or when
     `requires_approval(call, arguments)` says so (a rule that raises counts as yes). The turn
@@ -170,7 +171,7 @@ class Tool:
     name: str = attrs.field(validator=_check_name)
     description: str
     input_schema: Mapping[str, Any]
-    handler: Callable[[Mapping[str, Any]], Awaitable[Any]]
+    handler: Callable[[Mapping[str, Any], ToolCall], Awaitable[Any]]
     requires_approval: bool | Callable[[ToolCall, Mapping[str, Any]], bool] = attrs.field(
         default=False, kw_only=True
     )
@@ -188,7 +189,7 @@ class ToolError(Exception):
 
 @attrs.frozen
 class ToolCall:
-    """The model's call a tool handler is running for.
+    """The model's call a tool handler is running for: its handler's second argument.
 
     `id` is the call's id as the model gave it; it is the same when a turn resumed after a crash
     runs a call again whose result was never stored, so a handler with side effects can use it as
@@ -200,21 +201,6 @@ class ToolCall:
     context: ToolContext | None = attrs.field(default=None, eq=False, repr=False)
     """What the agent built this turn's tools with (the caller's tenant, instance, workspace);
     `None` when the loop was run without one."""
-
-
-_CURRENT_TOOL_CALL: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar(
-    "looping_tool_call", default=None
-)
-
-
-def current_tool_call() -> ToolCall | None:
-    """The call the running tool handler serves (`None` outside a handler)."""
-    return _CURRENT_TOOL_CALL.get()
-
-
-def bind_tool_call(call: ToolCall) -> contextvars.Token[ToolCall | None]:
-    """Make `call` the current one for this task (the tool loop does this; plugins only read)."""
-    return _CURRENT_TOOL_CALL.set(call)
 
 
 @attrs.frozen

@@ -56,9 +56,11 @@ __all__ = [
     "workspace_backing",
 ]
 
-CONTRACT_VERSION = 2
+CONTRACT_VERSION = 3
 """The version of this contract. A plugin targeting any other version is refused at startup.
 
+3: a tool's handler is given the call it serves, `handler(arguments, call)`, in place of
+`current_tool_call()`.
 2: tools reach a plugin's tables through `ToolContext.store` (calls on the store's own thread),
 no longer through the raw `ToolContext.database`."""
 
@@ -67,6 +69,11 @@ CONTRACT_CHANGES = {
         "contract 2 gives tools ToolContext.store, whose run(fn) calls fn(db) on the store's "
         "own thread, in place of the raw ToolContext.database: move each table access into "
         "`await context.store.run(fn)` and return 2 from contract_version()"
+    ),
+    3: (
+        "contract 3 passes each tool handler the call it serves: write handlers as `async def "
+        "handler(arguments, call)`, take the call's id, name and ToolContext from `call` in "
+        "place of current_tool_call() (which is gone), and return 3 from contract_version()"
     ),
 }
 """What changed in each version, for the sentence that refuses a plugin written for an older

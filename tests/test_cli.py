@@ -42,7 +42,7 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
         "plugin 'example-gates' (looping-plugins-example 0.1.0), "
         "plugin 'example-workspaces' (looping-plugins-example 0.1.0). "
-        "Tenants: notes, planner, words.\n"
+        "Tenants: notes, planner, triage, words.\n"
     )
 
 
@@ -137,7 +137,7 @@ def test_selecting_the_broken_plugin_does_import_it(
 def test_plugins_list_marks_selected_ones(looping_cli: Cli) -> None:
     result = looping_cli("plugins", "list", "--config", EXAMPLE)
     assert result.returncode == 0, result.stderr
-    assert "* example-gates  looping-plugins-example 0.1.0  contract 2\n" in result.stdout
+    assert "* example-gates  looping-plugins-example 0.1.0  contract 3\n" in result.stdout
     assert "    hooks: contract_version, plugin_info, stores, subtask_types, tool_families\n" in (
         result.stdout
     )
@@ -154,7 +154,7 @@ def test_plugins_list_survives_a_plugin_that_cannot_be_imported(
         "import failed: ModuleNotFoundError: No module named 'lpt_missing_dependency'"
     )
     assert rows["broken"]["contract_version"] is None
-    assert rows["future"]["contract_version"] == 3
+    assert rows["future"]["contract_version"] == 4
     assert [row["distribution"] for row in listing if row["key"] == "twin"] == [
         "lpt-twin-a",
         "lpt-twin-b",
@@ -288,13 +288,14 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0010  indexes another index already serves, dropped\n"
         "applied 0011  push configs' secrets sealed at rest, by key\n"
         "applied 0012  unsettled tasks by caller, for the turn limits\n"
+        "applied 0013  tool calls that wait for approval, and their decisions\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
     assert after.stdout.endswith(
         "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
         "  applied  0006\n  applied  0007\n  applied  0008\n  applied  0009\n  applied  0010\n"
-        "  applied  0011\n  applied  0012\n"
+        "  applied  0011\n  applied  0012\n  applied  0013\n"
         "up to date\n"
     )
 

@@ -1,5 +1,5 @@
-"""Running one tool call: its arguments checked, its handler run under a timeout with the call
-bound (`current_tool_call`), what it returns made content; and whether a call must first wait
+"""Running one tool call: its arguments checked, its handler run under a timeout and given the
+call it serves (plugin contract 3), what it returns made content; and whether a call must first wait
 for the caller's approval. Nothing a handler does crashes a turn: an exception, a timeout or a
 value with no content form is an error result with a terse fact (the words a model is told to
 act on are the app's)."""
@@ -24,7 +24,7 @@ from looping_core.content import (
     ToolResultBlock,
     ToolUseBlock,
 )
-from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, bind_tool_call
+from looping_core.contract import Tool, ToolCall, ToolContext, ToolError
 from looping_core.tools import SchemaUnusable, argument_problems
 
 __all__ = [
@@ -114,8 +114,7 @@ async def _run_tool(
     async with slots:
         try:
             async with asyncio.timeout(timeout):
-                bind_tool_call(ToolCall(call.id, call.name, context))  # this call's task only
-                value = await tool.handler(call.input)
+                value = await tool.handler(call.input, ToolCall(call.id, call.name, context))
         except TimeoutError:
             _log.warning("tool %s (call %s) timed out after %g s", call.name, call.id, timeout)
             return error_result(call, f"timed out after {timeout:g} s")

@@ -39,9 +39,9 @@ from looping_core.contract import (
     SubtaskRecord,
     SubtaskType,
     Tool,
+    ToolCall,
     ToolContext,
     ToolError,
-    current_tool_call,
 )
 from looping_core.delegation._plan import parse_plan, plan_schema
 from looping_core.delegation._schema import params_schema
@@ -197,10 +197,9 @@ class RoundAgent(LoopingAgent):
             delegate=lambda sub, subtask_id, at: self._make_delegate(turn, sub, subtask_id, at + 1),
         )
 
-        async def delegate(arguments: Mapping[str, Any]) -> Any:
-            call = current_tool_call()
+        async def delegate(arguments: Mapping[str, Any], call: ToolCall) -> Any:
             prefix = f"{owner}/" if owner else ""
-            prefix += f"{call.id if call else 'plan'}/"
+            prefix += f"{call.id}/"
             stored = [r for r in await log.subtasks() if r.subtask_id.startswith(prefix)]
             stored = [r for r in stored if "/" not in r.subtask_id.removeprefix(prefix)]
             if stored:  # this call ran before a crash: resume its plan, never plan it twice

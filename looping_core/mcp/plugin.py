@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from looping_core.contract import PluginInfo, Tool, ToolContext, ToolFamily, current_tool_call
+from looping_core.contract import PluginInfo, Tool, ToolCall, ToolContext, ToolFamily
 from looping_core.errors import ProblemsError, problem_list
 from looping_core.hookspecs import CONTRACT_VERSION, hookimpl
 from looping_core.mcp._config import McpConfig, McpServerConfig, address, config_problems
@@ -95,9 +95,8 @@ def _family(
 
 
 def _tool(tool: McpTool, connections: Connections, caller: str, max_bytes: int) -> Tool:
-    async def handler(arguments: Mapping[str, Any]) -> Any:
-        call = current_tool_call()
-        result = await connections.call(caller, tool.mcp_name, arguments, call.id if call else None)
+    async def handler(arguments: Mapping[str, Any], call: ToolCall) -> Any:
+        result = await connections.call(caller, tool.mcp_name, arguments, call.id)
         return tuple(tool_result(result, max_bytes)) or None  # nothing: an empty result
 
     return Tool(tool.name, tool.description, tool.input_schema, handler)

@@ -31,7 +31,7 @@ import cattrs
 from cattrs.strategies import configure_union_passthrough
 
 from looping_core.content import AudioBlock, DocumentBlock, ImageBlock, TextBlock
-from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, current_tool_call
+from looping_core.contract import Tool, ToolCall, ToolContext, ToolError
 from looping_core.errors import LoopingError
 from looping_core.tools._schema import (
     Unsupported,
@@ -255,11 +255,11 @@ def _injected(hint: Any) -> type | None:
 
 def _handler(
     function: Callable[..., Any], parameters: tuple[_Parameter, ...], where: str
-) -> Callable[[Mapping[str, Any]], Awaitable[Any]]:
+) -> Callable[[Mapping[str, Any], ToolCall], Awaitable[Any]]:
     is_async = inspect.iscoroutinefunction(function)
 
-    async def handler(arguments: Mapping[str, Any]) -> Any:
-        kwargs = _arguments(parameters, arguments, where)
+    async def handler(arguments: Mapping[str, Any], call: ToolCall) -> Any:
+        kwargs = _arguments(parameters, arguments, call, where)
         if is_async:
             value = await function(**kwargs)
         else:  # a plain function runs off the event loop
@@ -270,15 +270,16 @@ def _handler(
 
 
 def _arguments(
-    parameters: tuple[_Parameter, ...], arguments: Mapping[str, Any], where: str
+    parameters: tuple[_Parameter, ...], arguments: Mapping[str, Any], call: ToolCall, where: str
 ) -> dict[str, Any]:
-    """The function's keyword arguments: the model's structured into their types, and the
-    call and context where asked for."""
+    """The function's keyword arguments: the model's (checked against the schema by the loop)
+    structured into their types, and the call and context where asked for. What structuring
+    finds that the schema cannot say is the model's error."""
     kwargs: dict[str, Any] = {}
     problems: list[str] = []
     for parameter in parameters:
         if parameter.injected is not None:
-            kwargs[parameter.name] = _given(parameter.injected, where)
+            kwargs[parameter.name] = _given(parameter.injected, call, where)
         elif parameter.structure is not None and parameter.name in arguments:
             try:
                 kwargs[parameter.name] = parameter.structure(
@@ -291,10 +292,7 @@ def _arguments(
     return kwargs
 
 
-def _given(wanted: type, where: str) -> ToolCall | ToolContext:
-    call = current_tool_call()
-    if call is None:
-        raise RuntimeError(f"{where} asks for the {wanted.__name__} but runs outside a tool call")
+def _given(wanted: type, call: ToolCall, where: str) -> ToolCall | ToolContext:
     if wanted is ToolCall:
         return call
     if call.context is None:

@@ -10,7 +10,7 @@ import peewee
 import pytest
 
 from looping_core.config import Config, PluginsConfig
-from looping_core.contract import Identity, SessionRef, ToolContext, Turn
+from looping_core.contract import Identity, SessionRef, ToolCall, ToolContext, Turn
 from looping_core.plugins import PluginHost
 from looping_core.testing import (
     PluginValidator,
@@ -88,11 +88,12 @@ async def test_notes_tools_are_scoped_to_their_agent_instance(tmp_path: Path) ->
     with plugin_store(f"sqlite:///{tmp_path / 'notes.db'}", notes.stores()) as store:
         mine = {t.name: t for t in family.factory(ToolContext("t1", "a", store=store))}
         theirs = {t.name: t for t in family.factory(ToolContext("t2", "a", store=store))}
+        call = ToolCall("c1", "add_note")
         for text in ("one", "two", "three"):
-            await mine["add_note"].handler({"text": text})
-        await theirs["add_note"].handler({"text": "not yours"})
-        assert await mine["list_notes"].handler({}) == {"notes": ["one", "two"]}
-        assert await theirs["list_notes"].handler({}) == {"notes": ["not yours"]}
+            await mine["add_note"].handler({"text": text}, call)
+        await theirs["add_note"].handler({"text": "not yours"}, call)
+        assert await mine["list_notes"].handler({}, call) == {"notes": ["one", "two"]}
+        assert await theirs["list_notes"].handler({}, call) == {"notes": ["not yours"]}
 
 
 def test_notes_tools_need_the_store_of_a_served_turn() -> None:

@@ -21,7 +21,7 @@ from looping_core.agent import (
 )
 from looping_core.agent.internal import load_agent_class
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
-from looping_core.contract import Identity, PluginInfo, Tool, ToolContext, ToolFamily
+from looping_core.contract import Identity, PluginInfo, Tool, ToolCall, ToolContext, ToolFamily
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import Contribution, LoadedPlugin, PluginRegistry, Provenance
 from looping_core.testing import AgentHarness, FunctionModel, ModelReply, TestModel
@@ -33,7 +33,7 @@ import typed_agents
 SOURCE = Provenance("lpt-shapes", "lpt-shapes", "1.0")
 
 
-async def _noop(arguments: Mapping[str, Any]) -> str:
+async def _noop(arguments: Mapping[str, Any], call: ToolCall) -> str:
     return "family"
 
 

@@ -25,7 +25,7 @@ from looping_core.content import (
     UserMessage,
     encode,
 )
-from looping_core.contract import Tool
+from looping_core.contract import Tool, ToolCall
 from looping_core.testing import ScriptedModel
 from looping_core.tools import argument_problems, schema_problem
 
@@ -88,7 +88,7 @@ class Handler:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> str:
+    async def __call__(self, arguments: Mapping[str, Any], call: ToolCall) -> str:
         self.calls += 1
         return "ran"
 

@@ -29,7 +29,7 @@ from looping_core.content import (
     Usage,
     UserMessage,
 )
-from looping_core.contract import Tool, ToolError
+from looping_core.contract import Tool, ToolCall, ToolError
 from looping_core.testing import ScriptedModel
 
 REQUEST = ModelRequest((UserMessage([TextBlock("remember milk")]),), system="App soul.")
@@ -58,7 +58,7 @@ class Notes:
     def __init__(self) -> None:
         self.saved: list[str] = []
 
-    async def add(self, arguments: Mapping[str, Any]) -> str:
+    async def add(self, arguments: Mapping[str, Any], call: ToolCall) -> str:
         self.saved.append(arguments["text"])
         return f"saved {len(self.saved)}"
 
@@ -120,10 +120,10 @@ async def test_a_bad_call_is_an_error_result_the_model_sees(
 async def test_a_tool_that_raises_or_hangs_is_an_error_result(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def explode(arguments: Mapping[str, Any]) -> str:
+    async def explode(arguments: Mapping[str, Any], call: ToolCall) -> str:
         raise RuntimeError("secret detail")
 
-    async def hang(arguments: Mapping[str, Any]) -> str:
+    async def hang(arguments: Mapping[str, Any], call: ToolCall) -> str:
         await asyncio.sleep(30)
         return "never"
 
@@ -143,7 +143,7 @@ async def test_a_tool_that_raises_or_hangs_is_an_error_result(
 async def test_calls_of_one_response_run_at_once_within_the_bound() -> None:
     running, peak = 0, 0
 
-    async def work(arguments: Mapping[str, Any]) -> str:
+    async def work(arguments: Mapping[str, Any], call: ToolCall) -> str:
         nonlocal running, peak
         running += 1
         peak = max(peak, running)
@@ -166,7 +166,7 @@ async def test_return_values_become_content() -> None:
 
     data = DataBlock({"sum": 5})
 
-    async def give(arguments: Mapping[str, Any]) -> Any:
+    async def give(arguments: Mapping[str, Any], call: ToolCall) -> Any:
         return {
             "none": None, "text": "t", "image": picture, "json": {"b": 1, "a": [1.5]},
             "blocks": (TextBlock("t"), data),
@@ -216,7 +216,7 @@ async def test_a_time_budget_is_read_from_the_clock() -> None:
     now = [0.0]
     notes = Notes()
 
-    async def add_slowly(arguments: Mapping[str, Any]) -> str:
+    async def add_slowly(arguments: Mapping[str, Any], call: ToolCall) -> str:
         now[0] += 10
         return await notes.add(arguments)
 
@@ -233,7 +233,7 @@ async def test_the_log_sees_each_step_before_the_next_begins() -> None:
     seen_by_tool: list[int] = []
     log = Log()
 
-    async def look(arguments: Mapping[str, Any]) -> str:
+    async def look(arguments: Mapping[str, Any], call: ToolCall) -> str:
         seen_by_tool.append(len(log.steps))  # the model's message that called it is logged
         return "ok"
 
@@ -286,7 +286,7 @@ def test_a_control_action_has_one_of_two_outcomes() -> None:
 
 
 async def test_a_tool_error_is_shown_to_the_model_as_it_is_worded() -> None:
-    async def refuse(arguments: Mapping[str, Any]) -> str:
+    async def refuse(arguments: Mapping[str, Any], call: ToolCall) -> str:
         raise ToolError("the plan was refused: cycle: a -> b -> a")
 
     tools = [Tool("plan", "Plans.", {"type": "object"}, refuse)]

@@ -37,9 +37,9 @@ from looping_core.contract import (
     Identity,
     PluginInfo,
     Tool,
+    ToolCall,
     ToolContext,
     ToolFamily,
-    current_tool_call,
 )
 from looping_core.plugins import PluginHost
 from looping_core.plugins._registry import (
@@ -58,7 +58,7 @@ class Counter:
     def __init__(self) -> None:
         self.calls = 0
 
-    async def bump(self, arguments: Mapping[str, Any]) -> str:
+    async def bump(self, arguments: Mapping[str, Any], call: ToolCall) -> str:
         self.calls += 1
         return f"count {self.calls}"
 
@@ -209,10 +209,9 @@ class Keyed(Counter):
         super().__init__()
         self.keys: list[str | None] = []
 
-    async def bump(self, arguments: Mapping[str, Any]) -> str:
-        call = current_tool_call()
-        self.keys.append(call.id if call else None)
-        return await super().bump(arguments)
+    async def bump(self, arguments: Mapping[str, Any], call: ToolCall) -> str:
+        self.keys.append(call.id)  # given to the handler (contract 3)
+        return await super().bump(arguments, call)
 
 
 async def test_a_call_run_again_after_a_crash_gets_the_same_id_as_its_key() -> None:
@@ -222,7 +221,6 @@ async def test_a_call_run_again_after_a_crash_gets_the_same_id_as_its_key() -> N
     resumed = MemoryLog("task-1", [(ASK, "task-1"), (CALL, "task-1")])  # crashed before RESULT
     await agent(ScriptedModel([answers("ok")]), keyed).run(turn(resumed))
     assert keyed.keys == ["c1", "c1"]
-    assert current_tool_call() is None  # only inside a handler
 
 
 async def test_a_call_with_arguments_that_are_not_json_is_answered_with_the_call() -> None:

@@ -39,7 +39,7 @@ from looping_core.content import (
     ToolUseBlock,
     UserMessage,
 )
-from looping_core.contract import Identity, Tool
+from looping_core.contract import Identity, Tool, ToolCall
 from looping_core.plugins import PluginHost, PluginRegistry
 from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel
 from looping_core.testing import ToolCall as ScriptedCall
@@ -195,7 +195,7 @@ async def test_an_answer_that_never_fits_ends_the_loop_with_its_problem_after_th
 async def test_tools_called_beside_the_answer_are_not_run() -> None:
     ran: list[Any] = []
 
-    async def act(arguments: Mapping[str, Any]) -> str:
+    async def act(arguments: Mapping[str, Any], call: ToolCall) -> str:
         ran.append(arguments)
         return "done"
 
@@ -217,7 +217,7 @@ async def test_tools_called_beside_the_answer_are_not_run() -> None:
 async def test_tools_called_beside_a_wrong_answer_run_as_usual() -> None:
     ran: list[Any] = []
 
-    async def act(arguments: Mapping[str, Any]) -> str:
+    async def act(arguments: Mapping[str, Any], call: ToolCall) -> str:
         ran.append(arguments)
         return "done"
 
@@ -245,7 +245,7 @@ async def test_tool_mode_takes_fitting_json_text_and_corrects_other_text() -> No
 
 
 async def test_a_spent_budget_leaves_the_answer_tool_for_the_last_call() -> None:
-    async def look(arguments: Mapping[str, Any]) -> str:
+    async def look(arguments: Mapping[str, Any], call: ToolCall) -> str:
         return "seen"
 
     looking = Tool("look", "Looks.", {"type": "object"}, look)
@@ -429,7 +429,7 @@ def test_an_unusable_output_type_stops_the_agent_naming_the_tenant_and_the_fix()
 def test_a_tool_with_the_answer_tools_name_stops_the_agent() -> None:
     class Clashing(Triager):
         def agent_tools(self, context: Any) -> Sequence[Tool]:
-            async def handler(arguments: Mapping[str, Any]) -> str:
+            async def handler(arguments: Mapping[str, Any], call: ToolCall) -> str:
                 return ""
 
             return [Tool("final_answer", "Mine.", {"type": "object"}, handler)]

@@ -26,7 +26,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.config import structure_plugin_config
 from looping_core.content import DataBlock, ImageBlock
-from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, ToolFamily, bind_tool_call
+from looping_core.contract import Tool, ToolCall, ToolContext, ToolError, ToolFamily
 from looping_core.mcp import McpConfig, McpServerConfig
 from looping_core.mcp._config import config_problems
 from looping_core.mcp.plugin import McpStartupProblems, tool_families
@@ -64,8 +64,7 @@ def tools_of(family: ToolFamily, context: ToolContext = ALICE) -> dict[str, Tool
 
 
 async def call(tool: Tool, arguments: Mapping[str, Any], call_id: str = "call-1") -> Any:
-    bind_tool_call(ToolCall(call_id, tool.name, ALICE))
-    return list(await tool.handler(arguments) or ())
+    return list(await tool.handler(arguments, ToolCall(call_id, tool.name, ALICE)) or ())
 
 
 def pids(folder: Path) -> set[int]:

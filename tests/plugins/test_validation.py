@@ -55,20 +55,36 @@ def test_a_valid_plugin_loads_with_provenance() -> None:
 
 def test_contract_version_newer_than_core() -> None:
     assert messages_of("future") == [
-        f"plugin 'future' (lpt-bad 2.0.0): targets plugin contract version 3, but looping-core "
-        f"{CORE} speaks contract version 2; upgrade looping-core to a release that speaks "
-        "contract version 3."
+        f"plugin 'future' (lpt-bad 2.0.0): targets plugin contract version 4, but looping-core "
+        f"{CORE} speaks contract version 3; upgrade looping-core to a release that speaks "
+        "contract version 4."
     ]
 
 
-def test_a_plugin_written_for_contract_1_is_told_what_to_change() -> None:
+CONTRACT_3 = (
+    "contract 3 passes each tool handler the call it serves: write handlers as `async def "
+    "handler(arguments, call)`, take the call's id, name and ToolContext from `call` in place "
+    "of current_tool_call() (which is gone), and return 3 from contract_version()."
+)
+
+
+def test_a_plugin_written_for_contract_2_is_told_how_to_port_it() -> None:
+    assert messages_of("two") == [
+        f"plugin 'two' (lpt-bad 2.0.0): targets plugin contract version 2, but looping-core "
+        f"{CORE} speaks contract version 3; upgrade lpt-bad to a release written for contract "
+        "version 3, or pin looping-core to a release that speaks contract version 2; to port "
+        f"it: {CONTRACT_3}"
+    ]
+
+
+def test_a_plugin_written_for_contract_1_is_told_every_change() -> None:
     assert messages_of("past") == [
         f"plugin 'past' (lpt-bad 2.0.0): targets plugin contract version 1, but looping-core "
-        f"{CORE} speaks contract version 2; upgrade lpt-bad to a release written for contract "
-        "version 2, or pin looping-core to a release that speaks contract version 1; to port "
+        f"{CORE} speaks contract version 3; upgrade lpt-bad to a release written for contract "
+        "version 3, or pin looping-core to a release that speaks contract version 1; to port "
         "it: contract 2 gives tools ToolContext.store, whose run(fn) calls fn(db) on the "
         "store's own thread, in place of the raw ToolContext.database: move each table access "
-        "into `await context.store.run(fn)` and return 2 from contract_version()."
+        f"into `await context.store.run(fn)` and return 2 from contract_version(); {CONTRACT_3}"
     ]
 
 
@@ -147,7 +163,7 @@ def test_clashing_table_names_ignore_case() -> None:
 def test_unknown_hook_suggests_the_spec() -> None:
     assert messages_of("unknown-hook") == [
         "plugin 'unknown-hook' (lpt-bad 2.0.0): implements hook 'tool_familys', which contract "
-        "version 2 does not define. Did you mean 'tool_families'? Rename or remove it; the hooks "
+        "version 3 does not define. Did you mean 'tool_families'? Rename or remove it; the hooks "
         "are listed in docs/plugin-hooks.md."
     ]
 
@@ -275,7 +291,7 @@ def test_unselected_plugins_are_not_imported(plugin_site: Path) -> None:
 def test_contract_version_is_required() -> None:
     assert messages_of("no-version") == [
         "plugin 'no-version' (lpt-bad 2.0.0): does not declare its contract version; implement "
-        "`contract_version()` returning looping_core.hookspecs.CONTRACT_VERSION (2)."
+        "`contract_version()` returning looping_core.hookspecs.CONTRACT_VERSION (3)."
     ]
 
 

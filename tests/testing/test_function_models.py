@@ -14,6 +14,7 @@ import pytest
 from looping_core.agent import ModelRequest, ModelUnavailable, run_tool_loop
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
 from looping_core.contract import Tool
+from looping_core.contract import ToolCall as Call
 from looping_core.modelserver import arguments_for
 from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel, ToolCall
 
@@ -24,7 +25,7 @@ class Notes:
     def __init__(self) -> None:
         self.saved: list[Mapping[str, Any]] = []
 
-    async def add(self, arguments: Mapping[str, Any]) -> str:
+    async def add(self, arguments: Mapping[str, Any], call: Call) -> str:
         self.saved.append(dict(arguments))
         return f"saved {len(self.saved)}"
 
@@ -67,7 +68,7 @@ async def test_the_test_model_calls_every_tool_once_then_answers_with_their_resu
     notes = Notes()
     other: list[Mapping[str, Any]] = []
 
-    async def count(arguments: Mapping[str, Any]) -> str:
+    async def count(arguments: Mapping[str, Any], call: Call) -> str:
         other.append(dict(arguments))
         return "3 notes"
 
@@ -121,7 +122,7 @@ async def test_the_test_models_answer_holds_results_as_data_and_text_only_where_
     required plain string parameter, never to one it would not be valid for."""
     seen: list[Mapping[str, Any]] = []
 
-    async def record(arguments: Mapping[str, Any]) -> str:
+    async def record(arguments: Mapping[str, Any], call: Call) -> str:
         seen.append(dict(arguments))
         return json.dumps({"count": len(seen)})
 

@@ -456,7 +456,7 @@ async def test_a_structuring_problem_the_schema_cannot_see_is_the_models_error()
         return "fine"
 
     with pytest.raises(ToolError, match=r"invalid arguments: .*@ number"):
-        await check.handler({"number": {"value": -1}})
+        await check.handler({"number": {"value": -1}}, ToolCall("c1", "check"))
 
 
 async def test_the_call_and_the_context_are_given_not_asked_of_the_model() -> None:
@@ -549,7 +549,7 @@ async def test_results_go_back_as_json_or_as_content() -> None:
 
 
 async def test_hand_written_tools_keep_working_beside_typed_ones() -> None:
-    async def legacy(arguments: Mapping[str, Any]) -> str:
+    async def legacy(arguments: Mapping[str, Any], call: ToolCall) -> str:
         return f"legacy {arguments['n']}"
 
     hand = Tool(

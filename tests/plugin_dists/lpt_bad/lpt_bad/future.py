@@ -4,7 +4,7 @@ from lpt_bad.base import plugin_info  # noqa: F401
 
 @hookimpl
 def contract_version():
-    return 3
+    return 4
 
 
 @hookimpl
