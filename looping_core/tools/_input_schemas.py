@@ -67,7 +67,7 @@ def argument_problems(
     `what` names the value in them (`invalid answer at ...` for a structured answer).
 
     Raises `SchemaUnusable` when the schema itself cannot be used; never anything else."""
-    validator = _checked_validator(_canonical(schema))
+    validator = _validator_of(schema)
     try:
         errors = sorted(
             validator.iter_errors(dict(arguments) if isinstance(arguments, Mapping) else arguments),
@@ -94,6 +94,23 @@ def _where(error: jsonschema.ValidationError, what: str) -> str:
 
 def _cut(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+_BY_OBJECT: dict[int, tuple[Mapping[str, Any], Any]] = {}
+"""Validators by the schema object they were made for (kept alive beside them, so its id is
+not reused): a tool's calls pass the same object every time, and need not serialize it to find
+its validator. A schema is not changed once a tool is made with it."""
+
+
+def _validator_of(schema: Mapping[str, Any]) -> Any:
+    found = _BY_OBJECT.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    validator = _checked_validator(_canonical(schema))
+    if len(_BY_OBJECT) >= 1024:
+        _BY_OBJECT.pop(next(iter(_BY_OBJECT)))  # the oldest
+    _BY_OBJECT[id(schema)] = (schema, validator)
+    return validator
 
 
 def _canonical(schema: Mapping[str, Any]) -> str:
