@@ -56,6 +56,12 @@ class McpServerConfig:
     """The server's tools to offer, by their MCP names; empty: all of them."""
     prefix: str = ""
     """Put before every tool's name (`files` makes `read` into `files_read`)."""
+    requires_approval: tuple[str, ...] = ()
+    """The server's tools (MCP names) whose every call the caller must approve before it runs;
+    `["*"]`: all of them."""
+    idempotent: tuple[str, ...] = ()
+    """The server's tools (MCP names) a call of which may run again when a crash cut it off
+    after it began (the server's own hints are not trusted for this)."""
     timeout_seconds: float = 30.0
     """How long each call may take; one past it is canceled on the server."""
     connect_timeout_seconds: float = 30.0

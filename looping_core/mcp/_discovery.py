@@ -126,12 +126,17 @@ def _offered(
     where = f"[plugins.mcp.servers.{name}]"
     problems: list[str] = []
     by_name = {tool.name: tool for tool in listed}
-    missing = [wanted for wanted in server.tools if wanted not in by_name]
-    if missing:
-        problems.append(
-            f"{where} tools names {shown_list(missing)}, which MCP server {name!r} does not "
-            f"offer (it offers: {shown_list(sorted(by_name))})"
-        )
+    for key, names in (
+        ("tools", server.tools),
+        ("requires_approval", tuple(n for n in server.requires_approval if n != "*")),
+        ("idempotent", server.idempotent),
+    ):
+        missing = [wanted for wanted in names if wanted not in by_name]
+        if missing:
+            problems.append(
+                f"{where} {key} names {shown_list(missing)}, which MCP server {name!r} does not "
+                f"offer (it offers: {shown_list(sorted(by_name))})"
+            )
     chosen = [by_name[w] for w in server.tools if w in by_name] if server.tools else listed
     if len(chosen) > server.max_tools:
         problems.append(

@@ -83,7 +83,7 @@ def _family(
 
     def factory(context: ToolContext) -> list[Tool]:
         caller = f"{context.tenant}\n{context.instance_id}"
-        return [_tool(tool, connections, caller, server.max_result_bytes) for tool in offered]
+        return [_tool(tool, connections, caller, server) for tool in offered]
 
     return ToolFamily(
         name=server.tool_family,
@@ -94,9 +94,19 @@ def _family(
     )
 
 
-def _tool(tool: McpTool, connections: Connections, caller: str, max_bytes: int) -> Tool:
+def _tool(tool: McpTool, connections: Connections, caller: str, server: McpServerConfig) -> Tool:
+    max_bytes = server.max_result_bytes
+
     async def handler(arguments: Mapping[str, Any], call: ToolCall) -> Any:
         result = await connections.call(caller, tool.mcp_name, arguments, call.id)
         return tuple(tool_result(result, max_bytes)) or None  # nothing: an empty result
 
-    return Tool(tool.name, tool.description, tool.input_schema, handler)
+    approval = server.requires_approval
+    return Tool(
+        tool.name,
+        tool.description,
+        tool.input_schema,
+        handler,
+        requires_approval="*" in approval or tool.mcp_name in approval,
+        idempotent=tool.mcp_name in server.idempotent,
+    )

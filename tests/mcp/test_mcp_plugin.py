@@ -352,6 +352,40 @@ def test_the_allow_list_names_only_tools_the_server_has(tmp_path: Path) -> None:
     assert "(it offers: 'add', 'authorization', 'call_id', 'crash'" in problem
 
 
+async def test_a_servers_tools_can_be_marked_to_wait_for_the_callers_approval(
+    tmp_path: Path,
+) -> None:
+    server = stdio(tmp_path, requires_approval=("add",), idempotent=("echo",))
+    [some] = tool_families(McpConfig({"test": server}))
+    everything = stdio(tmp_path, tool_family="all", requires_approval=("*",))
+    [every] = tool_families(McpConfig({"all": everything}))
+    try:
+        tools = tools_of(some)
+        assert tools["add"].requires_approval is True
+        assert tools["echo"].requires_approval is False
+        assert (tools["echo"].idempotent, tools["add"].idempotent) == (True, False)
+        assert all(tool.requires_approval is True for tool in tools_of(every).values())
+    finally:
+        for family in (some, every):
+            assert family.aclose is not None
+            await family.aclose()
+
+
+def test_only_tools_the_server_has_can_be_marked(tmp_path: Path) -> None:
+    settings = {
+        "tool_family": "test",
+        "command": sys.executable,
+        "args": [str(SERVER), "stdio"],
+        "env": {"MCP_TEST_FOLDER": str(tmp_path)},
+        "requires_approval": ["transfer"],
+    }
+    [problem] = messages({"servers": {"calc": settings}})
+    assert (
+        "[plugins.mcp.servers.calc] requires_approval names 'transfer', which MCP server 'calc' "
+        "does not offer (it offers: 'add'"
+    ) in problem
+
+
 def test_problems_are_one_error_listing_every_one() -> None:
     with pytest.raises(McpStartupProblems) as raised:
         tool_families(McpConfig({"a": McpServerConfig(tool_family="a")}))
