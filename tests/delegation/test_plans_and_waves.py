@@ -25,7 +25,10 @@ from looping_core.contract import (
     SubtaskRecipe,
     SubtaskRecord,
     SubtaskType,
+    Tool,
+    ToolCall,
     ToolContext,
+    ToolFamily,
 )
 from looping_core.delegation import (
     GuardedWorkspace,
@@ -40,6 +43,7 @@ from looping_core.delegation import (
     waves_as_run,
 )
 from looping_core.testing import FunctionModel, ModelReply
+from looping_core.testing import ToolCall as ScriptedCall
 
 
 @attrs.frozen
@@ -231,6 +235,39 @@ async def test_a_subtask_type_with_a_result_type_hands_back_checked_data() -> No
         "a": {"topic": "a", "sources": 0}  # data feeds the next wave as data
     }
     assert [t.name for t in b.tools] == ["final_answer"]
+
+
+async def test_a_subagents_call_that_needs_approval_is_refused_and_never_runs() -> None:
+    """A subagent cannot ask the caller (its turn is the delegating one's, mid-plan): such a
+    call gets an error result saying so, and the subagent answers without it."""
+    ran: list[Any] = []
+
+    async def transfer(arguments: Mapping[str, Any], call: ToolCall) -> str:
+        ran.append(arguments)
+        return "sent"
+
+    money = ToolFamily(
+        "money",
+        "Moves money.",
+        lambda context: [
+            Tool("transfer", "Transfer.", {"type": "object"}, transfer, requires_approval=True)
+        ],
+    )
+
+    def told(request: ModelRequest) -> ModelReply | str:
+        last = request.messages[-1]
+        if isinstance(last, ToolResultMessage):
+            return last.content[0].text
+        return ModelReply(tool_calls=(ScriptedCall("transfer", {}),))
+
+    plan = records({"a": []})
+    recipes = {"a": SubtaskRecipe(instructions="Pay.", tool_families=("money",))}
+    sub_setup = attrs.evolve(setup(FunctionModel(told)), families={"money": money})  # type: ignore[arg-type]
+    [done] = await run_waves(plan, recipes, Subtasks(), sub_setup)
+    assert ran == []
+    assert done.result == (
+        "not run: it needs the caller's approval, which cannot be asked for here"
+    )
 
 
 async def test_the_cap_holds_with_a_wide_wave() -> None:
