@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
+import select
 import signal
 import sqlite3
 import subprocess
@@ -236,6 +238,97 @@ def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Pa
     assert answered.returncode == 0, answered.stderr
     assert answered.stdout.splitlines()[0].startswith(f"TASK_STATE_COMPLETED  task {task_id}")
     assert "[echo] the blue one (after 2)" in answered.stdout.splitlines()
+
+
+@pytest.fixture
+def paying(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """`looping serve` with the paying tenant (its model `looping model serve`d); yields the
+    config and the `--state` arguments."""
+    port, gateway_port, model_port = unused_port(), unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port)
+    model = f'[tenants.payer.model]\nmodel = "m"\nbase_url = "http://127.0.0.1:{model_port}/v1"\n'
+    config.write_text(
+        config.read_text() + tenant_toml("payer", "support.agents:PayingAgent") + model
+    )
+    env = {**KEY, "PYTHONPATH": str(Path(__file__).parent)}  # support.agents
+    log = tmp_path / "serve.log"
+    models = start_looping(
+        "model", "serve", "--port", str(model_port), "--model", "support.payer_model:model",
+        env=env, log=tmp_path / "model.log",
+    )  # fmt: skip
+    process = start_looping("serve", "--config", str(config), env=env, log=log)
+    try:
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        wait_for_url(f"http://127.0.0.1:{model_port}/v1/models", models, tmp_path / "model.log")
+        yield config, ["--config", str(config), "--state", str(tmp_path / "state")]
+    finally:
+        stop(process)
+        stop(models)
+
+
+def test_send_shows_the_calls_that_wait_and_answers_them(
+    looping_cli: Cli, paying: tuple[Path, list[str]]
+) -> None:
+    _, options = paying
+    asked = looping_cli("send", *options, "--tenant", "payer", "pay bob")
+    assert asked.returncode == 0, asked.stderr
+    head, waiting = asked.stdout.splitlines()
+    assert head.startswith("TASK_STATE_INPUT_REQUIRED  task ")
+    task_id = head.split()[2]
+    call_id = waiting.split()[3]
+    assert waiting == f'waits for approval: {call_id}  pay {{"amount": 250, "to": "bob"}}'
+    assert asked.stderr.strip() == (
+        f"answer with: looping send --tenant payer --task {task_id} --approve CALL_ID (or "
+        "--deny CALL_ID --reason ...; 'all' for every call)"
+    )
+    wrong = looping_cli(
+        "send", *options, "--tenant", "payer", "--task", task_id, "--approve", "call_nope"
+    )
+    assert wrong.returncode == 2
+    assert f"the task waits for no call call_nope (it waits for {call_id})" in wrong.stderr
+    approved = looping_cli(
+        "send", *options, "--tenant", "payer", "--task", task_id, "--approve", "all"
+    )
+    assert approved.returncode == 0, approved.stderr
+    assert approved.stdout.splitlines()[0].startswith(f"TASK_STATE_COMPLETED  task {task_id}")
+    assert "[answer] paid 250 to bob" in approved.stdout.splitlines()
+
+
+def test_send_in_a_terminal_asks_about_each_call(paying: tuple[Path, list[str]]) -> None:
+    _, options = paying
+    script = Path(sys.executable).with_name("looping")
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOOPING_")}
+    process = subprocess.Popen(
+        [str(script), "send", *options, "--tenant", "payer", "pay bob"],
+        stdin=follower, stdout=follower, stderr=follower, env=env, close_fds=True,
+    )  # fmt: skip
+    os.close(follower)
+    seen = b""
+    answers = iter([b"n\n", b"not today\n"])
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([leader], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(leader, 4096)
+                except OSError:  # the other end closed: the command ended
+                    break
+                seen += chunk
+                if chunk.rstrip().endswith((b"[y/N]:", b"(optional):")):
+                    os.write(leader, next(answers))
+            elif process.poll() is not None:
+                break
+        assert process.wait(timeout=30) == 0, seen.decode()
+    finally:
+        os.close(leader)
+        if process.poll() is None:
+            process.kill()
+    said = seen.decode().replace("\r\n", "\n")
+    assert 'Approve pay {"amount": 250, "to": "bob"}? [y/N]: n' in said
+    assert "TASK_STATE_COMPLETED" in said
+    assert "[answer] not run: denied by the caller (not today)" in said
 
 
 def test_both_bindings_from_the_cli(

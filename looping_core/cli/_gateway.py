@@ -13,6 +13,12 @@ from typing import Any, TextIO
 
 import click
 
+from looping_core.cli._approvals import (
+    asked_decisions,
+    decisions_part,
+    pending_calls,
+    pending_lines,
+)
 from looping_core.cli._common import (
     clean_errors,
     config_option,
@@ -93,6 +99,21 @@ def gateway(config_path: Path | None, state: Path | None, console: bool) -> None
 @click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
 @click.option("--json", "as_json", is_flag=True, help="Print the task as JSON.")
 @click.option("--timeout", default=120.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--approve",
+    "approved",
+    multiple=True,
+    metavar="CALL_ID",
+    help="Approve this tool call the task waits for ('all': every one); with --task.",
+)
+@click.option(
+    "--deny",
+    "denied",
+    multiple=True,
+    metavar="CALL_ID",
+    help="Deny this tool call the task waits for ('all': every one); with --task.",
+)
+@click.option("--reason", default="", help="Why the calls are denied (the model is told).")
 @_binding_option
 @clean_errors
 def send(
@@ -107,37 +128,66 @@ def send(
     subject: str,
     as_json: bool,
     timeout: float,
+    approved: tuple[str, ...],
+    denied: tuple[str, ...],
+    reason: str,
     binding: str,
 ) -> None:
-    """Send TEXT to an agent through a local gateway and print its answer."""
-    if text is None:
+    """Send TEXT to an agent through a local gateway and print its answer.
+
+    A task that waits for the caller's approval of tool calls is answered with --task and
+    --approve/--deny (each call's id is printed); run in a terminal, `send` asks instead."""
+    deciding = bool(approved or denied)
+    if deciding and not task_id:
+        raise click.UsageError("--approve and --deny answer a task: name it with --task")
+    if text is None and not deciding:
         stream: TextIO = source or sys.stdin
         text = stream.read()
-    if not text or not text.strip():
+    text = text or ""
+    if not text.strip() and not deciding:
         raise click.UsageError("nothing to send: give TEXT, --file or text on stdin")
     config = load_config(resolve_config_path(config_path))
-    task = asyncio.run(
-        send_text(
-            config,
-            state or default_state_folder(),
-            tenant,
-            text,
-            task_id=task_id,
-            context_id=context_id,
-            subject=subject,
-            timeout=timeout,
-            binding=binding,
-        )
-    )
-    if as_json:
-        click.echo(json.dumps(task, indent=2))
-    else:
-        click.echo(_answer(task))
-        hint = _why(task, config, tenant)
-        if hint:
-            click.echo(hint, err=True)
+    folder = state or default_state_folder()
+
+    def sent(words: str, task: str | None, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        return asyncio.run(
+            send_text(
+                config, folder, tenant, words, task_id=task, context_id=context_id,
+                subject=subject, timeout=timeout, binding=binding, parts=parts,
+            )
+        )  # fmt: skip
+
+    parts: list[dict[str, Any]] = []
+    if deciding:
+        assert task_id is not None
+        waiting = pending_calls(asyncio.run(_get_task(config, folder, tenant, task_id, subject)))
+        parts = [decisions_part(waiting, approved, denied, reason)]
+    task = sent(text, task_id, parts)
+    interactive = not as_json and sys.stdin.isatty() and sys.stdout.isatty()
+    while True:
+        if as_json:
+            click.echo(json.dumps(task, indent=2))
+        else:
+            lines, answer_how = pending_lines(task, tenant)
+            click.echo("\n".join([_answer(task), *lines]))
+            hint = _why(task, config, tenant) or (None if interactive else answer_how)
+            if hint:
+                click.echo(hint, err=True)
+        waiting = pending_calls(task)
+        if not waiting or not interactive:
+            break
+        task = sent("", task["id"], [asked_decisions(waiting)])
     if task["status"]["state"] not in _SUCCEEDED:
         sys.exit(1)
+
+
+async def _get_task(
+    config: Config, state: Path, tenant: str, task_id: str, subject: str
+) -> dict[str, Any]:
+    task: dict[str, Any] = await call_agent(
+        config, state, tenant, "GetTask", {"id": task_id}, subject=subject
+    )
+    return task
 
 
 def _why(task: dict[str, Any], config: Config, tenant: str) -> str | None:

@@ -13,7 +13,7 @@ import asyncio
 import errno
 import signal
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -252,9 +252,10 @@ async def send_text(
     subject: str = "caller",
     timeout: float = 120.0,
     binding: str = "jsonrpc",
+    parts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
-    """Send `text` as the gateway would (on `binding`) and wait for the task to end or ask for
-    input."""
+    """Send `text` (and `parts`: data, files) as the gateway would (on `binding`) and wait for
+    the task to end or ask for input."""
     target = Target.of(config)
     key = gateway_key(state)
     gateway = LocalGateway(
@@ -269,7 +270,7 @@ async def send_text(
         receiving = False  # a `looping gateway` serves the key set; we ask GetTask instead
     try:
         inbox = f"send-{uuid.uuid4().hex[:12]}"
-        message = user_message(text, task_id=task_id, context_id=context_id)
+        message = user_message(text, task_id=task_id, context_id=context_id, parts=parts)
         # Not receiving: the standing `looping gateway` takes the push, with the same key and
         # so the same push credentials; the answer is read back with GetTask.
         push = gateway.push_config(inbox)

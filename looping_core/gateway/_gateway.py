@@ -87,11 +87,11 @@ def user_message(
     parts: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """A caller's text message in A2A's JSON form (a fresh messageId unless given); `parts`
-    (A2A parts as JSON: data, files) follow the text."""
+    (A2A parts as JSON: data, files) follow the text (no text part when `text` is empty)."""
     message: dict[str, Any] = {
         "messageId": message_id or str(uuid.uuid4()),
         "role": "ROLE_USER",
-        "parts": [{"text": text}, *(dict(part) for part in parts)],
+        "parts": [*([{"text": text}] if text else []), *(dict(part) for part in parts)],
     }
     if task_id:
         message["taskId"] = task_id

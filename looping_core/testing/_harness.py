@@ -26,6 +26,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ChatModel
 from looping_core.config import Config, parse_config
+from looping_core.content import APPROVALS_KEY
 from looping_core.gateway.internal import SETTLED_STATES, Startable
 from looping_core.server.internal import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
@@ -210,6 +211,44 @@ class AgentHarness(Startable):
                     self._taken.add(index)  # each push is one result, given once
                     return pushed
             seen = len(pushes)
+
+    @staticmethod
+    def pending(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The tool calls a task (as `result` gave it) waits for the caller to approve: each
+        with its `callId`, `tool` and `arguments`; none unless it waits."""
+        status = task.get("status") or {}
+        if status.get("state") != "TASK_STATE_INPUT_REQUIRED":
+            return []
+        for part in (status.get("message") or {}).get("parts", []):
+            data = part.get("data")
+            if isinstance(data, dict) and APPROVALS_KEY in data:
+                return list(data[APPROVALS_KEY]["pending"])
+        return []
+
+    async def approve(
+        self, task: Mapping[str, Any], *call_ids: str, deny: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Answer a task that waits for approvals: approve `call_ids` (none given: every call
+        not in `deny`) and deny those `deny` names, each with its reason; the task accepted.
+        Every call it waits for must be decided (the agent refuses an answer that leaves one
+        out: an `AssertionError` showing it)."""
+        denied = dict(deny or {})
+        waiting = [call["callId"] for call in self.pending(task)]
+        approved = list(call_ids) or [c for c in waiting if c not in denied]
+        decisions: list[dict[str, Any]] = [{"callId": c, "approve": True} for c in approved]
+        decisions += [
+            {"callId": c, "approve": False, **({"reason": r} if r else {})}
+            for c, r in denied.items()
+        ]
+        part = {"data": {APPROVALS_KEY: {"decisions": decisions}}}
+        return await self.send("", task_id=task["id"], parts=[part])
+
+    async def deny(
+        self, task: Mapping[str, Any], *call_ids: str, reason: str = ""
+    ) -> dict[str, Any]:
+        """Deny `call_ids` (none given: every call the task waits for), with `reason`."""
+        denied = list(call_ids) or [call["callId"] for call in self.pending(task)]
+        return await self.approve(task, deny=dict.fromkeys(denied, reason))
 
     async def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """Any other JSON-RPC method, with a gateway token: the response body."""
