@@ -33,6 +33,7 @@ from aiohttp import web
 from looping_core.a2a import CardSignatureError, verify_card
 from looping_core.a2a.internal import read_unverified
 from looping_core.config import Config
+from looping_core.content import APPROVALS_KEY
 from looping_core.gateway._gateway import LocalGateway, user_message
 
 __all__ = ["CONSOLE_HEADER", "CONSOLE_PATH", "ConsoleGateway", "ConsoleTarget"]
@@ -197,14 +198,18 @@ class ConsoleGateway(LocalGateway):
         after an event naming the claims of the token it was sent with."""
         body = await _json_body(request)
         tenant = self._tenant(body)
-        text = body.get("text")
-        if not isinstance(text, str) or not text.strip():
+        text = body.get("text", "")
+        decisions = _decisions_part(body.get("decisions"))
+        if not isinstance(text, str) or not (text.strip() or decisions):
             raise ConsoleRefused(400, "write a message to send")
+        task_id = _optional_id(body, "taskId")
+        if decisions and task_id is None:
+            raise ConsoleRefused(400, "decisions answer a task: name it (taskId)")
         message = user_message(
             text,
-            task_id=_optional_id(body, "taskId"),
+            task_id=task_id,
             context_id=_optional_id(body, "contextId"),
-            parts=_file_parts(body.get("file")),
+            parts=decisions + _file_parts(body.get("file")),
         )
         params = {
             "tenant": tenant,
@@ -378,6 +383,16 @@ def _optional_id(body: Mapping[str, Any], key: str) -> str | None:
     if not isinstance(value, str):
         raise ConsoleRefused(400, f"{key} must be a string")
     return value
+
+
+def _decisions_part(decisions: Any) -> list[dict[str, Any]]:
+    """The page's decisions on the calls a task waits for, as the data part that answers it
+    (the agent checks each decision; here only the shape the page sends)."""
+    if decisions is None:
+        return []
+    if not isinstance(decisions, list) or not all(isinstance(d, Mapping) for d in decisions):
+        raise ConsoleRefused(400, "decisions must be a list of {callId, approve, reason}")
+    return [{"data": {APPROVALS_KEY: {"decisions": [dict(d) for d in decisions]}}}]
 
 
 def _file_parts(file: Any) -> list[dict[str, Any]]:

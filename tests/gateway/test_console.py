@@ -195,6 +195,17 @@ async def test_a_file_over_the_limit_is_refused_before_any_call() -> None:
     assert tasks[2]["result"]["tasks"] == []
 
 
+async def test_decisions_from_the_page_must_answer_a_task_and_be_a_list() -> None:
+    async with console() as (gateway, _):
+        decision = [{"callId": "c1", "approve": True}]
+        no_task = await api(gateway, "send", {"tenant": "alice", "decisions": decision})
+        not_list = await api(
+            gateway, "send", {"tenant": "alice", "taskId": "t1", "decisions": {"c1": True}}
+        )
+    assert no_task == (400, {"error": "decisions answer a task: name it (taskId)"})
+    assert not_list == (400, {"error": "decisions must be a list of {callId, approve, reason}"})
+
+
 async def test_an_input_required_turn_is_answered_on_the_same_task() -> None:
     async with console() as (gateway, _):
         _, first = await api(gateway, "send", {"tenant": "alice", "text": "ask"})

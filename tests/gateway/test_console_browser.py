@@ -22,6 +22,7 @@ from looping_core.gateway.internal import ConsoleGateway, ConsoleTarget
 from looping_core.modelserver import ModelServer
 from looping_core.testing import FunctionModel, ModelReply, TestModel, ToolCall, ed25519_private_jwk
 
+from support import payer_model
 from support.agents import RELEASE
 from support.browser import watched_page
 from support.serving import serving
@@ -35,7 +36,7 @@ skills = [{{ id = "{id}", name = "{name}", description = "{description}", tags =
 """
 
 
-def tenants(keeper_model: str, planner_model: str) -> str:
+def tenants(keeper_model: str, planner_model: str, payer_model: str) -> str:
     def model(url: str) -> str:
         return f'model = "m"\nbase_url = "{url}"\nmax_retries = 0\n'
 
@@ -53,6 +54,9 @@ def tenants(keeper_model: str, planner_model: str) -> str:
         + '[tenants.triage]\nagent = "support.agents:TriageAgent"\nplugins = ["example-notes"]\n'
         + CARD.format(id="triage", name="Triage", description="Answers in a schema.")
         + f"[tenants.triage.model]\n{model(keeper_model)}"
+        + '[tenants.payer]\nagent = "support.agents:PayingAgent"\n'
+        + CARD.format(id="payer", name="Payer", description="Pays when allowed.")
+        + f"[tenants.payer.model]\n{model(payer_model)}"
     )
 
 
@@ -86,11 +90,12 @@ async def console_for() -> AsyncIterator[ConsoleGateway]:
     async with (
         ModelServer(TestModel()) as keeper_model,
         ModelServer(FunctionModel(planner)) as planner_model,
+        ModelServer(payer_model.model) as paying_model,
         ConsoleGateway(ed25519_private_jwk("console-gateway")) as gateway,
         serving(
             gateway,
             server="inspection = true",
-            extra=tenants(keeper_model.base_url, planner_model.base_url),
+            extra=tenants(keeper_model.base_url, planner_model.base_url, paying_model.base_url),
         ) as agent,
     ):
         gateway.target = ConsoleTarget.of(agent.config)
@@ -132,7 +137,7 @@ async def test_a_developer_watches_turns_tool_calls_a_plan_and_pushes(shots: Pat
         await page.goto(gateway.console_url)
         agents = page.locator("#agents")
         await agents.locator('li[data-tenant="words"] .name').wait_for()
-        assert await agents.get_by_text("✓ signature verified").count() == 7
+        assert await agents.get_by_text("✓ signature verified").count() == 8
         assert "#token=" not in page.url  # the token left the address bar
 
         # The word counter: its timeline, then its push, verified by the gateway.
@@ -248,4 +253,40 @@ async def test_a_developer_answers_a_question_and_cancels_a_running_turn(shots: 
         assert "canceled" in await page.locator("#stream").inner_text()
         await page.screenshot(path=shots / "console-canceled.png", full_page=True)
     RELEASE.pop("console-cancel", None)
+    assert problems == [], "\n".join(problems)
+
+
+async def test_a_developer_approves_one_tool_call_and_denies_another(shots: Path) -> None:
+    problems: list[str] = []
+    async with console_for() as gateway, watched_page(problems) as page:
+        await page.goto(gateway.console_url)
+        await page.locator('#agents li[data-tenant="payer"]').click()
+
+        # The turn waits: the call, its arguments as JSON, and a button for each decision.
+        await page.locator("#text").fill("pay bob")
+        await page.locator("#send").click()
+        panel = page.locator("#approvals")
+        await panel.wait_for(state="visible")
+        [row] = await panel.locator("li").all()
+        assert "pay" in await row.inner_text()
+        assert await row.locator("pre.data").inner_text() == '{\n  "amount": 250,\n  "to": "bob"\n}'
+        send = page.locator("#send-decisions")
+        assert await send.is_disabled()  # every call must be decided
+        await page.screenshot(path=shots / "console-approval.png", full_page=True)
+        await row.get_by_role("button", name="Approve").click()
+        await send.click()
+        await page.locator("#detail-state", has_text="completed").wait_for()
+        assert "paid 250 to bob" in await page.locator("#stream").inner_text()
+        assert await panel.is_hidden()
+
+        # Again, denied with a reason: the model hears it, the tool never runs.
+        await page.locator("#text").fill("pay bob")
+        await page.locator("#send").click()
+        await panel.wait_for(state="visible")
+        row = panel.locator("li").first
+        await row.get_by_role("button", name="Deny").click()
+        await row.locator("input").fill("not now")
+        await send.click()
+        await page.locator("#stream", has_text="denied by the caller (not now)").wait_for()
+        await page.locator("#detail-state", has_text="completed").wait_for()
     assert problems == [], "\n".join(problems)

@@ -21,6 +21,8 @@ const state = {
   sentClaims: {},      // task id -> the claims of the token that sent its turn
   inspection: null,
   selectedSubtask: null,
+  approvalsFor: null,  // the task whose pending tool calls the approvals panel decides
+  decisions: {},       // call id -> the decision chosen for it
 };
 
 // ---- small helpers ----
@@ -205,6 +207,7 @@ async function send(event) {
   }
   $("text").value = "";
   $("file").value = "";
+  hideApprovals();
   if (!state.continuing) clear($("stream"));
   stopContinuing();
   await followStream("send", request);
@@ -297,7 +300,9 @@ function onResult(result) {
     setTask(update.taskId, update.contextId, update.status.state);
     const said = update.status.message ? partsView(update.status.message.parts) : [];
     streamLine("status", "status", said.length ? said : stateName(update.status.state), update.status.state);
-    if (INTERRUPTED.has(update.status.state)) startContinuing(update.taskId, update.contextId);
+    const pending = pendingCalls(update.status.message);
+    if (pending.length) showApprovals(update.taskId, update.contextId, pending);
+    else if (INTERRUPTED.has(update.status.state)) startContinuing(update.taskId, update.contextId);
   } else if (result.artifactUpdate) {
     const update = result.artifactUpdate;
     taskId = update.taskId;
@@ -324,6 +329,60 @@ function setTask(taskId, contextId, taskState) {
   state.task = taskId;
   state.contextId = contextId;
   $("cancel").disabled = SETTLED.has(taskState);
+}
+
+// ---- approvals: tool calls the task waits for the caller to decide on ----
+
+function pendingCalls(message) {
+  for (const part of (message && message.parts) || []) {
+    const approvals = part.data && part.data.toolApprovals;
+    if (approvals && Array.isArray(approvals.pending)) return approvals.pending;
+  }
+  return [];
+}
+
+function showApprovals(taskId, contextId, pending) {
+  state.decisions = {};
+  state.approvalsFor = { taskId, contextId };
+  const list = clear($("approval-calls"));
+  for (const call of pending) {
+    const reason = h("input", { placeholder: "Why not (optional)", "aria-label": `Reason to deny ${call.tool}`, hidden: true });
+    const approve = h("button", { type: "button", class: "small approve", onclick: () => decide(call.callId, true, approve, deny, reason) }, "Approve");
+    const deny = h("button", { type: "button", class: "small deny", onclick: () => decide(call.callId, false, deny, approve, reason) }, "Deny");
+    list.append(h("li", { "data-call": call.callId },
+      h("strong", {}, call.tool), h("code", {}, call.callId), approve, deny, reason,
+      h("pre", { class: "data" }, pretty(call.arguments))));
+  }
+  $("approvals").hidden = pending.length === 0;
+  $("send-decisions").disabled = true;
+}
+
+function decide(callId, approve, chosen, other, reason) {
+  state.decisions[callId] = { callId, approve, reason };
+  chosen.classList.add("chosen");
+  other.classList.remove("chosen");
+  reason.hidden = approve;
+  const rows = $("approval-calls").children.length;
+  $("send-decisions").disabled = Object.keys(state.decisions).length < rows;
+}
+
+async function sendDecisions() {
+  const target = state.approvalsFor;
+  if (!target) return;
+  const decisions = Object.values(state.decisions).map((d) => {
+    const decision = { callId: d.callId, approve: d.approve };
+    if (!d.approve && d.reason.value.trim()) decision.reason = d.reason.value.trim();
+    return decision;
+  });
+  hideApprovals();
+  stopContinuing();
+  await followStream("send", { tenant: state.tenant, taskId: target.taskId, contextId: target.contextId, decisions });
+}
+
+function hideApprovals() {
+  state.approvalsFor = null;
+  state.decisions = {};
+  $("approvals").hidden = true;
 }
 
 function startContinuing(taskId, contextId) {
@@ -374,7 +433,9 @@ async function openTask(taskId, attempt = 0) {
   clear($("detail-state")).append(stateName(task.status.state));
   $("detail-state").className = `pill state-${task.status.state}`;
   $("cancel").disabled = SETTLED.has(task.status.state);
-  if (INTERRUPTED.has(task.status.state)) startContinuing(task.id, task.contextId);
+  const pending = task.status.state === "TASK_STATE_INPUT_REQUIRED" ? pendingCalls(task.status.message) : [];
+  if (pending.length) showApprovals(task.id, task.contextId, pending);
+  else if (INTERRUPTED.has(task.status.state)) startContinuing(task.id, task.contextId);
   renderTimeline(body.inspection);
   renderConversation(body.inspection.conversation, $("tab-conversation"));
   renderPlan(body.inspection.subtasks);
@@ -552,6 +613,7 @@ function start() {
   state.token = fromHash || sessionStorage.getItem("looping-console-token") || "";
   if (!state.token) notice("Open the console from the URL `looping gateway --console` printed");
   $("composer").addEventListener("submit", send);
+  $("send-decisions").addEventListener("click", sendDecisions);
   $("cancel").addEventListener("click", cancelTask);
   $("resume").addEventListener("click", resume);
   $("new-task").addEventListener("click", stopContinuing);
