@@ -11,9 +11,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
+import httpx
 import pytest
-from a2a.types import Task
-from google.protobuf.json_format import ParseDict
+from a2a.client import ClientConfig, create_client
+from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState
+from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.struct_pb2 import Struct, Value
 from test_bindings import read_events
 
 from looping_core.agent import ModelRequest
@@ -47,6 +50,8 @@ def _payer(request: ModelRequest) -> ModelReply | str:
 TENANT = """
 [tenants.payer]
 agent = "support.agents:PayingAgent"
+allow_configless = true
+max_wait_seconds = 10
 [tenants.payer.card]
 name = "Payer"
 description = "Pays."
@@ -213,3 +218,34 @@ async def test_a_stream_sees_the_pending_calls(
     [part] = last["message"]["parts"]
     [pending] = part["data"]["toolApprovals"]["pending"]
     assert pending["arguments"] == {"amount": 250, "to": "bob"}
+
+
+async def test_the_official_sdk_client_reads_the_pending_calls_and_answers_them(
+    payer: RunningAgent, gateway: FakeGateway
+) -> None:
+    token = gateway.token(tenant="payer", aud=payer.endpoint)
+    ask = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text="pay big")])
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        client = await create_client(payer.base_url, ClientConfig(httpx_client=http))
+        events = [
+            e async for e in client.send_message(SendMessageRequest(tenant="payer", message=ask))
+        ]
+        status = events[-1].status_update.status
+        assert status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        [part] = status.message.parts
+        [pending] = MessageToDict(part.data)["toolApprovals"]["pending"]
+        assert pending["arguments"] == {"amount": 250, "to": "bob"}
+        decision = Struct()
+        decision.update(
+            {"toolApprovals": {"decisions": [{"callId": pending["callId"], "approve": True}]}}
+        )
+        answer = Message(
+            message_id=str(uuid.uuid4()), role=Role.ROLE_USER, task_id=status.message.task_id,
+            parts=[Part(data=Value(struct_value=decision))],
+        )  # fmt: skip
+        done = [
+            e async for e in client.send_message(SendMessageRequest(tenant="payer", message=answer))
+        ]
+        await client.close()
+    assert done[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    assert _paid(pending["callId"]) == [(pending["callId"], 250, "bob")]
