@@ -42,7 +42,7 @@ def test_check_accepts_the_example_config(looping_cli: Cli) -> None:
         f"{EXAMPLE}: OK. Plugins: plugin 'example-notes' (looping-plugins-example 0.1.0), "
         "plugin 'example-gates' (looping-plugins-example 0.1.0), "
         "plugin 'example-workspaces' (looping-plugins-example 0.1.0). "
-        "Tenants: notes, planner, triage, words.\n"
+        "Tenants: notes, planner, refunds, triage, words.\n"
     )
 
 

@@ -3,6 +3,7 @@ real keys, the edge's checks, a store, signed pushes): no file outside this dist
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from looping_core.agent import StreamEnd
@@ -70,3 +71,17 @@ async def test_the_ticket_triage_answers_offline_with_the_test_model() -> None:
         "urgency": "low",
         "team": "facilities",
     }
+
+
+async def test_the_refund_desk_refunds_only_what_the_caller_approves() -> None:
+    agent = "looping_plugins_example.agent:RefundDesk"
+    async with AgentHarness(agent, model=TestModel()) as harness:
+        waiting = await harness.result(await harness.send("A1234"))
+        [pending] = harness.pending(waiting)
+        assert pending["tool"] == "refund"
+        assert pending["arguments"] == {"order": "A1234", "amount": 0}
+        await harness.approve(waiting)
+        done = await harness.result(waiting)
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    refunded = f"refunded 0 cents on order A1234 (refund {pending['callId']})"
+    assert done["artifacts"][0]["parts"] == [{"text": json.dumps({"refund": refunded})}]

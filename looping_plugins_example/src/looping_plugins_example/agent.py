@@ -8,6 +8,8 @@
   plugin's subtask type) to subagents, with the round policy's words below.
 - `TicketTriage` answers in a schema: every turn ends with a `Triage` (a data part, for the
   program that routes tickets), checked against its schema before the caller sees it.
+- `RefundDesk` acts only with consent: its `refund` tool waits for the caller's approval of
+  each call (the turn ends asking), and runs at most once when approved.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from looping_core.agent import (
     TurnResult,
 )
 from looping_core.content import TextBlock
+from looping_core.contract import Tool, ToolCall, ToolContext
 from looping_core.delegation import RoundAgent, RoundPolicy
+from looping_core.tools import tool
 
 
 class WordCountAgent(Agent):
@@ -112,9 +116,44 @@ class TicketTriage(LoopingAgent):
 
     output_type = Triage
 
+    def agent_tool_families(self) -> Sequence[str]:
+        return ()  # no tools: it only answers
+
     def agent_soul(self, capabilities: Sequence[str]) -> str:
         return (
             "You triage support tickets. Read the ticket and give your triage with the "
             "final_answer tool: the ticket in one line, how urgent it is, and which team "
             "should take it."
         )
+
+
+@tool
+def order_status(order: Annotated[str, "The order's number"]) -> str:
+    """Look up an order's status."""
+    return f"order {order}: delivered"
+
+
+@tool(requires_approval=True)
+def refund(
+    call: ToolCall,
+    order: Annotated[str, "The order's number"],
+    amount: Annotated[int, "How much, in cents"],
+) -> str:
+    """Refund an order. The person you talk to approves every refund before it is made."""
+    return f"refunded {amount} cents on order {order} (refund {call.id})"
+
+
+class RefundDesk(LoopingAgent):
+    """Looks orders up and refunds them, each refund approved by the caller first."""
+
+    def agent_soul(self, capabilities: Sequence[str]) -> str:
+        return (
+            "You handle refunds. Look the order up, then refund it with the refund tool; the "
+            "person you talk to approves each refund before it is made. Say what was done."
+        )
+
+    def agent_tool_families(self) -> Sequence[str]:
+        return ()  # its own tools only
+
+    def agent_tools(self, context: ToolContext) -> Sequence[Tool]:
+        return [order_status, refund]
