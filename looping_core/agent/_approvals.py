@@ -35,12 +35,19 @@ from looping_core.content import (
 )
 from looping_core.contract import Tool, ToolContext
 
-__all__ = ["DENIED", "OUTCOME_UNKNOWN", "settle_approvals"]
+__all__ = ["DENIED", "OUTCOME_UNKNOWN", "gives_decisions", "settle_approvals"]
 
 DENIED = "not run: denied by the caller"
 """The result of a denied call (the caller's reason follows it)."""
 OUTCOME_UNKNOWN = "not run again: it began before a crash and its outcome is unknown"
 """The result of an approved call a crash cut off after it began (its tool not idempotent)."""
+
+
+def gives_decisions(message: UserMessage) -> bool:
+    """Whether the message answers calls that wait for approval: only a turn it begins has
+    any to settle (the edge accepts no other message to a task that waits for decisions), so
+    no other turn reads the approvals."""
+    return any(_decisions(block) for block in message.content)
 
 
 async def settle_approvals(

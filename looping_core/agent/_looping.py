@@ -40,7 +40,7 @@ from typing import Any
 
 import attrs
 
-from looping_core.agent._approvals import settle_approvals
+from looping_core.agent._approvals import gives_decisions, settle_approvals
 from looping_core.agent._compaction import Compactor
 from looping_core.agent._loop import run_tool_loop
 from looping_core.agent._model import (
@@ -347,7 +347,7 @@ class LoopingAgent(Agent):
     ) -> tuple[Message, ...] | None:
         """The conversation once the calls the caller decided on have their results (`None`:
         none to settle; see `_approvals.py`)."""
-        if turn.approvals is None or turn.session is None:
+        if turn.approvals is None or turn.session is None or not gives_decisions(turn.message):
             return None
         return await settle_approvals(
             turn.approvals,
