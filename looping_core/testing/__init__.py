@@ -23,7 +23,7 @@ then answers with their results; the three models live in `looping_core.modelser
 serves them over HTTP as `looping model serve` does) and `FakeModelServer` stand in for a
 hosted model;
 `cassette` records a model's or a tool's HTTP once and replays it offline; `MemorySession`
-drives a loop with no store.
+drives a loop with no store, and `MemoryApprovals` an agent's tool approvals.
 
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
@@ -35,7 +35,7 @@ from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
 from looping_core.testing._models import FakeModelServer, Reply, ScriptedModel
-from looping_core.testing._sessions import MemorySession
+from looping_core.testing._sessions import MemoryApprovals, MemorySession
 from looping_core.testing._stores import plugin_store
 from looping_core.testing._validation import PluginValidator, assert_plugin_valid, plugin_problems
 
@@ -44,6 +44,7 @@ __all__ = [
     "FakeGateway",
     "FakeModelServer",
     "FunctionModel",
+    "MemoryApprovals",
     "MemorySession",
     "ModelReply",
     "PluginValidator",

@@ -1,12 +1,15 @@
-"""A session in memory: the agent seam's `SessionLog`, for driving a loop with no store."""
+"""A session and an approval log in memory: the agent seam's `SessionLog` and `ApprovalLog`,
+for driving a loop or an agent with no store."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from looping_core.content import Message
+import attrs
 
-__all__ = ["MemorySession"]
+from looping_core.content import Message, ToolApproval
+
+__all__ = ["MemoryApprovals", "MemorySession"]
 
 
 class MemorySession:
@@ -48,3 +51,37 @@ class MemorySession:
         self.entries[: len(displaced)] = [(message, "summary") for message in replacement]
         self.displaced.append(list(displaced))
         return True
+
+
+class MemoryApprovals:
+    """An `ApprovalLog` in memory (`TurnInput.approvals`): the calls a turn asked the caller
+    about, by call id. `decide` is the caller's answer (the edge writes it in a server); `start`
+    is won once per approved call, as the store's guarded write is."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, ToolApproval] = {}
+
+    async def ask(self, approvals: Sequence[ToolApproval]) -> None:
+        for approval in approvals:
+            self.rows.setdefault(approval.call_id, approval)
+
+    async def approvals(self) -> list[ToolApproval]:
+        return list(self.rows.values())
+
+    def decide(self, call_id: str, approve: bool, reason: str = "") -> None:
+        """Approve or deny a pending call, as the caller's answer does."""
+        state = "approved" if approve else "denied"
+        self.rows[call_id] = attrs.evolve(self.rows[call_id], state=state, reason=reason)
+
+    async def start(self, call_id: str) -> bool:
+        row = self.rows[call_id]
+        if row.state != "approved":
+            return False
+        self.rows[call_id] = attrs.evolve(row, state="started")
+        return True
+
+    async def finish(self, call_id: str) -> None:
+        row = self.rows[call_id]
+        if row.state in ("started", "denied") and not row.ended:
+            state = "done" if row.state == "started" else row.state
+            self.rows[call_id] = attrs.evolve(row, state=state, ended=True)

@@ -24,15 +24,19 @@ from looping_core.agent import (
 )
 from looping_core.content import (
     DataBlock,
-    Message,
     TextBlock,
-    ToolApproval,
     ToolResultMessage,
     UserMessage,
 )
 from looping_core.contract import Identity, Tool, ToolCall, ToolContext
 from looping_core.plugins import PluginHost, PluginRegistry
-from looping_core.testing import FunctionModel, ModelReply, ScriptedModel
+from looping_core.testing import (
+    FunctionModel,
+    MemoryApprovals,
+    MemorySession,
+    ModelReply,
+    ScriptedModel,
+)
 from looping_core.testing import ToolCall as Call
 from looping_core.tools import tool
 
@@ -156,58 +160,6 @@ async def test_a_control_action_beside_waiting_calls_is_not_taken() -> None:
 
 
 # -- LoopingAgent: asking, and settling on the next turn -------------------------------------------
-
-
-class MemoryApprovals:
-    """The store's approval log in memory: `start` is won once per approved call."""
-
-    def __init__(self) -> None:
-        self.rows: dict[str, ToolApproval] = {}
-
-    async def ask(self, approvals: Sequence[ToolApproval]) -> None:
-        for approval in approvals:
-            self.rows.setdefault(approval.call_id, approval)
-
-    async def approvals(self) -> list[ToolApproval]:
-        return list(self.rows.values())
-
-    def decide(self, call_id: str, approve: bool, reason: str = "") -> None:
-        state = "approved" if approve else "denied"
-        self.rows[call_id] = attrs.evolve(self.rows[call_id], state=state, reason=reason)
-
-    async def start(self, call_id: str) -> bool:
-        row = self.rows[call_id]
-        if row.state != "approved":
-            return False
-        self.rows[call_id] = attrs.evolve(row, state="started")
-        return True
-
-    async def finish(self, call_id: str) -> None:
-        row = self.rows[call_id]
-        if row.state in ("started", "denied") and not row.ended:
-            state = "done" if row.state == "started" else "denied"
-            self.rows[call_id] = attrs.evolve(row, state=state, ended=True)
-
-
-class MemorySession:
-    def __init__(self) -> None:
-        self.entries: list[tuple[Message, str]] = []
-        self.turn = "m1"
-
-    async def history(self) -> list[Message]:
-        return [m for m, _ in self.entries]
-
-    async def this_turn(self) -> list[Message]:
-        return [m for m, t in self.entries if t == self.turn]
-
-    async def append(self, messages: Sequence[Message]) -> None:
-        self.entries += [(m, self.turn) for m in messages]
-
-    async def arrivals(self) -> list[Message]:
-        return []
-
-    async def displace(self, displaced: Sequence[Message], replacement: Sequence[Message]) -> bool:
-        return False
 
 
 class Payer(LoopingAgent):

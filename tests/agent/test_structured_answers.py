@@ -32,7 +32,6 @@ from looping_core.config import LoopSettings
 from looping_core.content import (
     AssistantMessage,
     DataBlock,
-    Message,
     TextBlock,
     ToolResultBlock,
     ToolResultMessage,
@@ -41,7 +40,13 @@ from looping_core.content import (
 )
 from looping_core.contract import Identity, Tool, ToolCall
 from looping_core.plugins import PluginHost, PluginRegistry
-from looping_core.testing import FunctionModel, ModelReply, ScriptedModel, TestModel
+from looping_core.testing import (
+    FunctionModel,
+    MemorySession,
+    ModelReply,
+    ScriptedModel,
+    TestModel,
+)
 from looping_core.testing import ToolCall as ScriptedCall
 
 CALLER = Identity("t", "https://gw.example", "alice")
@@ -299,27 +304,6 @@ async def test_native_mode_gives_a_wrong_text_its_problems_as_the_next_user_mess
 # -- LoopingAgent ---------------------------------------------------------------------------------
 
 
-class MemoryLog:
-    def __init__(self, task_id: str = "task-1") -> None:
-        self.task_id = task_id
-        self.entries: list[tuple[Message, str]] = []
-
-    async def history(self) -> list[Message]:
-        return [message for message, _ in self.entries]
-
-    async def this_turn(self) -> list[Message]:
-        return [message for message, task in self.entries if task == self.task_id]
-
-    async def append(self, messages: Sequence[Message]) -> None:
-        self.entries += [(message, self.task_id) for message in messages]
-
-    async def arrivals(self) -> list[Message]:
-        return []
-
-    async def displace(self, displaced: Sequence[Message], replacement: Sequence[Message]) -> bool:
-        return False
-
-
 class Triager(LoopingAgent):
     output_type = Triage
 
@@ -337,7 +321,7 @@ def _agent(model: FunctionModel, cls: type[LoopingAgent] = Triager, **loop: Any)
     )
 
 
-def _turn(log: MemoryLog | None = None) -> TurnInput:
+def _turn(log: MemorySession | None = None) -> TurnInput:
     return TurnInput(
         task_id="task-1",
         context_id="ctx",
@@ -386,7 +370,7 @@ async def test_test_model_answers_in_the_schema_after_the_tools_ran() -> None:
 
 
 async def test_a_turn_resumed_after_its_answer_was_stored_asks_no_model() -> None:
-    log = MemoryLog()
+    log = MemorySession("task-1")
     await log.append(
         [
             UserMessage((TextBlock("the printer is on fire"),)),
@@ -400,7 +384,7 @@ async def test_a_turn_resumed_after_its_answer_was_stored_asks_no_model() -> Non
 
 
 async def test_a_resumed_native_turn_takes_its_stored_text_answer() -> None:
-    log = MemoryLog()
+    log = MemorySession("task-1")
     await log.append(
         [
             UserMessage((TextBlock("the printer is on fire"),)),
