@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from looping_core.agent._model import ModelResponse, OutputRequest, ToolSpec
+from looping_core.agent._tool_calls import error_result
 from looping_core.content import (
     AssistantMessage,
     Message,
@@ -260,9 +261,9 @@ def attempt_messages(response: ModelResponse, attempt: AnswerAttempt) -> tuple[M
         return (response.message,)
     answer_id = attempt.call.id
     results = [
-        (_error_result(call, attempt.problem) if attempt.problem else ToolResultBlock(call.id, ()))
+        (error_result(call, attempt.problem) if attempt.problem else ToolResultBlock(call.id, ()))
         if call.id == answer_id
-        else _error_result(call, NOT_RUN_ANSWERED)
+        else error_result(call, NOT_RUN_ANSWERED)
         for call in response.tool_calls
     ]
     return response.message, ToolResultMessage(results)
@@ -271,7 +272,7 @@ def attempt_messages(response: ModelResponse, attempt: AnswerAttempt) -> tuple[M
 async def judged_answer_call(call: ToolUseBlock, answer: StructuredAnswer) -> ToolResultBlock:
     """The result of an answer call run among others (a resumed turn's, or a wrong one's)."""
     problem = answer.schema.problem(call.input)
-    return _error_result(call, problem) if problem else ToolResultBlock(call.id, ())
+    return error_result(call, problem) if problem else ToolResultBlock(call.id, ())
 
 
 def pending_answer(calls: Sequence[ToolUseBlock], answer: StructuredAnswer | None) -> Any:
@@ -282,7 +283,3 @@ def pending_answer(calls: Sequence[ToolUseBlock], answer: StructuredAnswer | Non
         if call.name == answer.tool_name and answer.schema.problem(call.input) is None:
             return dict(call.input)
     return None
-
-
-def _error_result(call: ToolUseBlock, text: str) -> ToolResultBlock:
-    return ToolResultBlock(call.id, (TextBlock(text),), is_error=True)
