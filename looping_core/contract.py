@@ -163,7 +163,8 @@ class Tool:
     the `ToolCall` it serves (its id, its name, the caller's `ToolContext`).
 
     `requires_approval`: the caller must approve a call before it runs, always (`True`) or when
-    `requires_approval(call, arguments)` says so (a rule that raises counts as yes). The turn
+    `requires_approval(call, arguments)` says so (a rule that raises counts as yes; it runs on
+    the event loop, so it must be quick and must not wait on anything). The turn
     then ends `INPUT_REQUIRED` with the pending calls; an approved call runs at most once.
     `idempotent`: running a call twice does no harm, so one cut off by a crash after it began
     may run again (otherwise the model is told its outcome is unknown)."""

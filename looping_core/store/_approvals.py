@@ -128,11 +128,13 @@ def decide_approvals(
         raise ApprovalRefused(f"decide every pending call at once; missing: {', '.join(missing)}")
     for decision in decisions:
         state = "approved" if decision.approve else "denied"
-        sql(
+        written = sql(
             "UPDATE tool_approvals SET state = ?, reason = ?, decided_ts = ?"
             " WHERE task_id = ? AND call_id = ? AND state = 'pending'",
             (state, decision.reason, stamp, task_id, decision.call_id),
-        )
+        ).rowcount
+        if written != 1:  # another answer decided it meanwhile (its transaction came first)
+            raise ApprovalRefused(f"call {decision.call_id!r} was decided meanwhile")
 
 
 def _json(value: Any) -> str:

@@ -12,7 +12,13 @@ import pytest
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.content import Decision, ToolApproval
 from looping_core.contract import Identity
-from looping_core.store.internal import ApprovalRefused, ApprovalStore, Database, TaskStore
+from looping_core.store.internal import (
+    ApprovalRefused,
+    ApprovalStore,
+    Database,
+    StoreRefusal,
+    TaskStore,
+)
 
 ALICE = Identity("t", "https://gw.example", "alice")
 PAY = ToolApproval("c1", "pay", {"amount": 250})
@@ -109,3 +115,32 @@ async def test_only_one_of_many_racing_workers_begins_an_approved_call(
     rows = await approvals.approvals(task_id)
     assert [(a.state, a.ended) for a in rows] == [("done", True), ("denied", True)]
     assert not await approvals.start(task_id, "c1")  # ended: never again
+
+
+async def test_of_two_answers_racing_on_two_connections_one_is_taken(
+    database: Database, store_url: str
+) -> None:
+    _, task_id = await _waiting(database)
+    workers = [Database.from_url(store_url) for _ in range(2)]
+    try:
+        answers = [
+            [Decision("c1", True), Decision("c2", True)],
+            [Decision("c1", False, "no"), Decision("c2", False, "no")],
+        ]
+        outcomes = await asyncio.gather(
+            *(
+                TaskStore(worker).start_turn(ALICE, _message(task_id), None, decisions=answer)
+                for worker, answer in zip(workers, answers, strict=True)
+            ),
+            return_exceptions=True,
+        )
+    finally:
+        for worker in workers:
+            worker.close()
+    taken = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, StoreRefusal)]
+    assert (len(taken), len(refused)) == (1, 1), outcomes
+    states = {a.state for a in await ApprovalStore(database).approvals(task_id)}
+    assert states in ({"approved"}, {"denied"})  # one answer whole, never a mix
+    task = await TaskStore(database).get(ALICE, task_id)
+    assert len(task.history) == 2  # the question's turn and the one answer taken
