@@ -1,9 +1,11 @@
-"""The JSON-RPC binding's call path (`POST /a2a`), and the steps the HTTP+JSON binding shares.
+"""The JSON-RPC binding (`POST /a2a`): its wire form in and out of the shared call path
+(`_call_path`), and reading a request body within its limits (the HTTP+JSON binding's too).
 
-The path of one call: content type → body size → JSON-RPC envelope → method → `A2A-Version` →
-`params.tenant` (required; there is no default agent) → gateway token, verified for that tenant
-→ only then is the tenant looked up and the method's params parsed and handled. Every failure is
-a JSON-RPC error from the error table; nothing a client sends produces a 500 or a traceback.
+The path of one call: content type → body size → JSON-RPC envelope → method → gateway token,
+verified for `params.tenant` → `A2A-Version` → `params.tenant` (required; there is no default
+agent) → only then is the tenant looked up and the method's params parsed and handled. Every
+failure is a JSON-RPC error from the error table; nothing a client sends produces a 500 or a
+traceback.
 """
 
 from __future__ import annotations
@@ -14,12 +16,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
 from aiohttp import web
 
-from looping_core import _metrics, _tracing
-from looping_core._logs import bind
-from looping_core.a2a import RpcError, TokenPolicy, TokenRejected
+from looping_core.a2a import RpcError, TokenPolicy
 from looping_core.a2a.internal import (
     EnvelopeError,
     InvalidParams,
@@ -28,49 +27,26 @@ from looping_core.a2a.internal import (
     RequestTimeout,
     RpcCall,
     RpcId,
-    Unauthenticated,
     UnsupportedMediaType,
-    VersionNotSupported,
-    check_gateway_token,
     error_object,
-    id_problem,
     method_not_found,
     parse_envelope,
-    parse_params,
     response,
     spec_of,
 )
 from looping_core.contract import Identity
+from looping_core.server._call_path import authenticate, call_method, check_version
 from looping_core.server._refusals import ClientGone, answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._sse import TOKEN_EXPIRES, write_stream
 from looping_core.server._streams import TaskStream
 
-__all__ = [
-    "JSON_TYPES",
-    "CallContext",
-    "authenticate",
-    "call_method",
-    "check_version",
-    "handle_rpc",
-    "read_body",
-]
+__all__ = ["JSON_TYPES", "authenticate_request", "handle_rpc", "read_body"]
 
 _log = logging.getLogger("looping_core.server")
 
-SUPPORTED_MAJOR = "1"
 JSON_TYPES = ("application/json", "application/a2a+json")
-
-
-@attrs.frozen
-class CallContext:
-    """What a method handler gets besides its params: the services and the verified caller."""
-
-    services: Services
-    identity: Identity
-    last_event_id: str | None = None
-    """The `Last-Event-ID` header of a client resuming a stream."""
 
 
 async def handle_rpc(request: web.Request) -> web.StreamResponse:
@@ -132,8 +108,10 @@ async def _dispatch(
     edge = services.edge
     tenant = call.params.get("tenant")
     named = isinstance(tenant, str) and bool(tenant)
-    identity = await authenticate(request, services, tenant if named else None, edge.policy)
-    check_version(request)
+    identity = await authenticate_request(
+        request, services, tenant if named else None, edge.policies["jsonrpc"]
+    )
+    check_version(request.headers.get("A2A-Version") or request.query.get("A2A-Version"))
     if not named:
         raise InvalidParams(
             "params.tenant is required: this endpoint serves several agents and has no default",
@@ -146,82 +124,25 @@ async def _dispatch(
             "params.tenant: no such agent here",
             violations=[("params.tenant", "not an agent served here")],
         )
-    return await call_method(request, services, identity, call, method)
-
-
-async def call_method(
-    request: web.Request, services: Services, identity: Identity, call: RpcCall, method: Method
-) -> Any:
-    """Count the call against the caller's rates, parse its params into the method's type and
-    run its handler (both bindings)."""
-    services.limits.check_rate(identity)
-    params = parse_params(call, method)
-    task_id = _task_named(params)
-    if task_id:
-        bind(task_id=task_id)
-    context = CallContext(
-        services=services,
-        identity=identity,
-        last_event_id=request.headers.get("Last-Event-ID"),
+    return await call_method(
+        services, identity, call, method, last_event_id=request.headers.get("Last-Event-ID")
     )
-    return await method.handler(context, params)
 
 
-def _task_named(params: Any) -> str | None:
-    """The task a call is about, when its params name one (`id` is a task's only where there
-    is no `taskId`: a push config's `id` is the config's)."""
-    for name in ("task_id", "id"):
-        value = getattr(params, name, None)
-        if isinstance(value, str):
-            return value if id_problem(value, required=True) is None else None
-    return None
-
-
-def check_version(request: web.Request) -> None:
-    version = request.headers.get("A2A-Version") or request.query.get("A2A-Version") or "0.3"
-    major, _, _ = version.strip().partition(".")
-    if major != SUPPORTED_MAJOR:
-        raise VersionNotSupported(
-            f"A2A version '{version}' is not supported; this endpoint speaks 1.0 "
-            "(send the header A2A-Version: 1.0)",
-            metadata={"requestedVersion": version, "supportedVersions": "1.0"},
-        )
-
-
-async def authenticate(
+async def authenticate_request(
     request: web.Request, services: Services, tenant: str | None, policy: TokenPolicy
 ) -> Identity:
-    """The verified caller (`policy`: the binding's, whose URL is the token's audience).
-    Without a `tenant` in the request, every check but the tenant's is made (against the tenant
-    the token names), so the request is still refused or authenticated before anything else is
-    answered."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        _log.warning("gateway token rejected: check=token-missing remote=%s", request.remote)
-        _metrics.TOKEN_REFUSALS.inc(check="token-missing")
-        raise Unauthenticated(
-            "A gateway token is required (Authorization: Bearer <token>)",
-            metadata={"check": "token-missing"},
-        )
-    try:
-        # A refusal leaves the span as its exception: the check's name and reason, no token.
-        with _tracing.span("verify gateway token"):
-            verified = await check_gateway_token(
-                token.strip(), tenant=tenant, policy=policy, jwks=services.jwks
-            )
-    except TokenRejected as exc:
-        _metrics.TOKEN_REFUSALS.inc(check=exc.check)
-        # Nothing of the request is trusted yet: the line says which check failed and who
-        # asked, never a value the caller chose (a tenant, a key URL: they could forge lines
-        # or fill the log). The reason is in the trace (the span's exception).
-        _log.warning("gateway token rejected: check=%s remote=%s", exc.check, request.remote)
-        raise Unauthenticated(
-            f"Gateway token rejected: {exc.check}", metadata={"check": exc.check}
-        ) from None
-    identity = verified.identity
-    bind(tenant=identity.tenant, subject=identity.subject)  # this request's log lines say so
-    request[TOKEN_EXPIRES] = verified.expires + policy.leeway_seconds
-    return identity
+    """`authenticate` with what an HTTP request carries; the token's end is kept on the
+    request, for a stream it opens."""
+    caller = await authenticate(
+        request.headers.get("Authorization"),
+        peer=request.remote,
+        services=services,
+        tenant=tenant,
+        policy=policy,
+    )
+    request[TOKEN_EXPIRES] = caller.expires
+    return caller.identity
 
 
 def _json_response(document: Mapping[str, Any], status: int = 200, **headers: str) -> web.Response:

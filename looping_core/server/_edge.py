@@ -49,12 +49,9 @@ class Edge:
     jwks_body: bytes
     stub: SignedCard
     tenant_cards: Mapping[str, SignedCard]
-    policy: TokenPolicy
-    """Tokens for the JSON-RPC binding: their `aud` is its endpoint."""
-    rest_policy: TokenPolicy
-    """Tokens for the HTTP+JSON binding: their `aud` is its URL (a token is for one binding)."""
-    inspection_policy: TokenPolicy
-    """Tokens for the inspection endpoint (`[server] inspection`): their `aud` is its URL."""
+    policies: Mapping[str, TokenPolicy]
+    """What a token must be, by binding (`jsonrpc`, `http+json`, and the `inspection`
+    endpoint): every check the same, the audience that binding's URL (a token is for one)."""
     answer_modes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     """The media types each tenant's answers are made of, where its agent declares them
     (`Agent.output_modes`): a caller that accepts none of them is refused."""
@@ -63,6 +60,12 @@ class Edge:
     )
     """When what the edge serves last changed: the config file's time (the same for every
     worker), for `Last-Modified`."""
+
+    @property
+    def gateway_origins(self) -> frozenset[str]:
+        """The gateways whose tokens, and push URLs, are trusted (normalized; the same for every
+        binding)."""
+        return self.policies["jsonrpc"].gateway_origins
 
     @property
     def jwks_etag(self) -> str:
@@ -100,9 +103,11 @@ def build_edge(
             tenant_id: sign_card(build_tenant_card(config, tenant_id, tenant), key, jwks_url)
             for tenant_id, tenant in config.tenants.items()
         },
-        policy=_policy(config, config.server.endpoint_url),
-        rest_policy=_policy(config, config.server.rest_url),
-        inspection_policy=_policy(config, config.server.inspection_url),
+        policies={
+            "jsonrpc": _policy(config, config.server.endpoint_url),
+            "http+json": _policy(config, config.server.rest_url),
+            "inspection": _policy(config, config.server.inspection_url),
+        },
         answer_modes=dict(answer_modes or {}),
     )
 

@@ -21,7 +21,7 @@ from aiohttp import web
 from looping_core.a2a import RpcError
 from looping_core.a2a.internal import InvalidParams, TaskNotFound, id_problem, rest_error
 from looping_core.config import INSPECTION_PATH
-from looping_core.server._calls import authenticate
+from looping_core.server._calls import authenticate_request
 from looping_core.server._refusals import answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import observed
 from looping_core.server._services import SERVICES
@@ -70,7 +70,8 @@ async def handle_inspect(request: web.Request) -> web.StreamResponse:
             return web.json_response(body, status=403)
         services = request.app[SERVICES]
         tenant = request.match_info["tenant"]
-        identity = await authenticate(request, services, tenant, services.edge.inspection_policy)
+        policy = services.edge.policies["inspection"]
+        identity = await authenticate_request(request, services, tenant, policy)
         if tenant not in services.edge.tenant_cards or services.inspection is None:
             raise TaskNotFound("No such agent here")
         task_id = request.match_info["task_id"]

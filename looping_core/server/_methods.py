@@ -52,7 +52,7 @@ from looping_core.content import (
     Decision,
     decisions_in,
 )
-from looping_core.server._calls import CallContext
+from looping_core.server._call_path import CallContext
 from looping_core.server._streams import EventHub, TaskStream
 from looping_core.store.internal import TaskStore, TurnStart
 
@@ -103,7 +103,7 @@ def _check_push_config(
     for field, value in ((f"{prefix}.id", config.id), (f"{prefix}.taskId", config.task_id)):
         if (problem := id_problem(value)) is not None:
             violations.append((field, problem))
-    if not violations and origin_of(config.url) not in context.services.edge.policy.gateway_origins:
+    if not violations and origin_of(config.url) not in context.services.edge.gateway_origins:
         violations.append(
             (f"{prefix}.url", "the push URL must be on an allowlisted gateway origin")
         )
@@ -220,11 +220,11 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
     )
     _check_history_length(configuration.history_length, "params.configuration.historyLength")
     decisions = _decisions_of(params.message)
-    runner, limits = context.services.runner, context.services.limits
+    runner, limits = context.runner, context.services.limits
     # A new task whose turn can run at once is accepted and begun in one transaction.
     reserved = not params.message.task_id and await runner.reserve()
     try:
-        start = await context.services.store.start_turn(
+        start = await context.store.start_turn(
             context.identity,
             params.message,
             push,
@@ -252,7 +252,7 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
     task = (await _accept(context, params)).task
     configuration = params.configuration or SendMessageConfiguration()
     if not configuration.return_immediately:
-        store, runner = context.services.store, context.services.runner
+        store, runner = context.store, context.runner
         tenant = context.services.edge.config.tenants[context.identity.tenant]
         await runner.wait_settled(task.id, tenant.max_wait_seconds)
         answer = await store.answer(context.identity, task.id, configuration.history_length)
@@ -265,7 +265,7 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
 async def get_task(context: CallContext, params: GetTaskRequest) -> Any:
     _check_ids(("params.id", params.id, True))
     _check_history_length(params.history_length, "params.historyLength")
-    store = context.services.store
+    store = context.store
     return to_wire(await store.get(context.identity, params.id, params.history_length))
 
 
@@ -274,7 +274,7 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
         raise _invalid("params.pageSize", "must be between 1 and 100")
     _check_ids(("params.contextId", params.context_id, False))
     _check_history_length(params.history_length, "params.historyLength")
-    response = await context.services.store.list_tasks(context.identity, params)
+    response = await context.store.list_tasks(context.identity, params)
     document: dict[str, Any] = to_wire(response)
     if not params.include_artifacts:
         for task in document["tasks"]:
@@ -284,9 +284,9 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
 
 async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
     _check_ids(("params.id", params.id, True))
-    runner = context.services.runner
+    runner = context.runner
     words = runner.canceled_message(context.identity.tenant)
-    task, _ = await context.services.store.cancel(context.identity, params.id, words)
+    task, _ = await context.store.cancel(context.identity, params.id, words)
     await runner.cancel(params.id)  # wherever it runs
     return to_wire(task)
 
@@ -295,7 +295,7 @@ async def create_push_config(context: CallContext, params: TaskPushNotificationC
     if not params.task_id:
         raise _invalid("params.taskId", "required field missing")
     _check_push_config(context, params, "params")
-    stored = await context.services.store.put_push_config(context.identity, params)
+    stored = await context.store.put_push_config(context.identity, params)
     return to_wire(stored)
 
 
@@ -303,7 +303,7 @@ async def get_push_config(
     context: CallContext, params: GetTaskPushNotificationConfigRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
-    store = context.services.store
+    store = context.store
     return to_wire(await store.get_push_config(context.identity, params.task_id, params.id))
 
 
@@ -311,7 +311,7 @@ async def list_push_configs(
     context: CallContext, params: ListTaskPushNotificationConfigsRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True))
-    configs = await context.services.store.list_push_configs(context.identity, params.task_id)
+    configs = await context.store.list_push_configs(context.identity, params.task_id)
     document: dict[str, Any] = to_wire(
         ListTaskPushNotificationConfigsResponse(configs=tuple(configs))
     )
@@ -323,7 +323,7 @@ async def delete_push_config(
     context: CallContext, params: DeleteTaskPushNotificationConfigRequest
 ) -> Any:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
-    await context.services.store.delete_push_config(context.identity, params.task_id, params.id)
+    await context.store.delete_push_config(context.identity, params.task_id, params.id)
     return {}
 
 
@@ -381,7 +381,7 @@ async def _task_stream(
     """The stream, holding the caller's stream slot `release` gives back (at once when the
     stream is its snapshot alone). `accepted`: the task as it was when its event `cursor`
     was the latest, to begin with instead of reading it."""
-    hub, store = _hub(context), context.services.store
+    hub, store = _hub(context), context.store
     heartbeat = context.services.edge.config.streaming.heartbeat_seconds
     after = _last_event_id(context.last_event_id)
     if after is None:

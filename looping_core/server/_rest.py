@@ -30,13 +30,8 @@ from looping_core.a2a.internal import (
     parse_body,
     rest_error,
 )
-from looping_core.server._calls import (
-    JSON_TYPES,
-    authenticate,
-    call_method,
-    check_version,
-    read_body,
-)
+from looping_core.server._call_path import call_method, check_version
+from looping_core.server._calls import JSON_TYPES, authenticate_request, read_body
 from looping_core.server._refusals import answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
 from looping_core.server._services import SERVICES
@@ -140,8 +135,10 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     named = bool(_TENANT.match(tenant))
     # Authenticate first (§7.4): before the token only the body's JSON and the path's first
     # segment are read, which needs no trust.
-    identity = await authenticate(request, services, tenant if named else None, edge.rest_policy)
-    check_version(request)
+    identity = await authenticate_request(
+        request, services, tenant if named else None, edge.policies["http+json"]
+    )
+    check_version(request.headers.get("A2A-Version") or request.query.get("A2A-Version"))
     if not named:
         raise InvalidParams(
             "The tenant goes first in the path: this endpoint serves several agents and has no "
@@ -158,7 +155,10 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     params.update(path_params)
     params["tenant"] = tenant  # the path's, never the body's (§11)
     call = RpcCall(id=None, method=route.method, params=params)
-    result = await call_method(request, services, identity, call, services.methods[route.method])
+    result = await call_method(
+        services, identity, call, services.methods[route.method],
+        last_event_id=request.headers.get("Last-Event-ID"),
+    )  # fmt: skip
     if isinstance(result, TaskStream):
         return await write_stream(
             request, result, lambda event: event, lambda error: json.dumps(rest_error(error)[1])

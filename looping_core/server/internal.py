@@ -4,6 +4,7 @@ part of the app-facing API: it may change with any release, and the API snapshot
 """
 
 from looping_core.server._app import create_app, prepare_store
+from looping_core.server._call_path import CallContext, Caller, authenticate, check_version
 from looping_core.server._inspect import handle_inspect, is_loopback_client
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
@@ -22,13 +23,17 @@ from looping_core.server._worker import run_worker
 __all__ = [
     "LOCAL_NODE",
     "SERVICES",
+    "CallContext",
+    "Caller",
     "Listener",
     "ServeError",
     "Services",
     "Startup",
     "StartupProblems",
     "assemble",
+    "authenticate",
     "check_startup",
+    "check_version",
     "create_app",
     "event_loop_factory",
     "handle_inspect",
