@@ -58,7 +58,8 @@ class Method:
 
     params_type: type[Any]
     handler: Callable[[Any, Any], Awaitable[Any]]
-    """`handler(context, params)` returns the ProtoJSON `result`."""
+    """`handler(context, params)` returns a typed A2A value (a `Task`, a response type, a
+    `SignedCard`; `None` for an empty result) or a stream: each binding encodes it."""
 
 
 @attrs.frozen

@@ -302,6 +302,14 @@ class ListTasksRequest:
 
 
 @attrs.frozen
+class SendMessageResponse:
+    """A oneof: the task, or the agent's direct message (exactly one is set)."""
+
+    task: Task | None = None
+    message: Message | None = None
+
+
+@attrs.frozen
 class ListTasksResponse:
     """All four fields are REQUIRED, so all four are always written (even `nextPageToken: ""`)."""
 

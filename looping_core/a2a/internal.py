@@ -54,6 +54,7 @@ from looping_core.a2a._models import (
     ListTasksResponse,
     SendMessageConfiguration,
     SendMessageRequest,
+    SendMessageResponse,
     SubscribeToTaskRequest,
 )
 from looping_core.a2a._parts import media_type_accepted, media_type_of
@@ -84,6 +85,7 @@ __all__ = [
     "RpcId",
     "SendMessageConfiguration",
     "SendMessageRequest",
+    "SendMessageResponse",
     "SignedCard",
     "SubscribeToTaskRequest",
     "TaskNotCancelable",

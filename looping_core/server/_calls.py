@@ -35,6 +35,7 @@ from looping_core.a2a.internal import (
     spec_of,
 )
 from looping_core.contract import Identity
+from looping_core.server._answers import wire_result
 from looping_core.server._call_path import authenticate, call_method, check_version
 from looping_core.server._refusals import ClientGone, answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
@@ -74,7 +75,7 @@ async def handle_rpc(request: web.Request) -> web.StreamResponse:
                 lambda body: f"{envelope}{body}}}",
                 lambda error: json.dumps(response(request_id, error=error_object(error))),
             )
-        return _json_response(response(request_id, result=result))
+        return _json_response(response(request_id, result=wire_result(result)))
 
     return await answer_or_refuse(
         request, record, work, lambda error: _error_response(error, request_id, record)

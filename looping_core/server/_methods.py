@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 import attrs
 
@@ -34,9 +33,12 @@ from looping_core.a2a.internal import (
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
     ListTasksRequest,
+    ListTasksResponse,
     Method,
     SendMessageConfiguration,
     SendMessageRequest,
+    SendMessageResponse,
+    SignedCard,
     SubscribeToTaskRequest,
     UnsupportedOperation,
     id_problem,
@@ -191,11 +193,9 @@ def _trim(task: Task, history_length: int | None) -> Task:
 
 async def get_extended_agent_card(
     context: CallContext, params: GetExtendedAgentCardRequest
-) -> dict[str, Any]:
+) -> SignedCard:
     """The verified caller's tenant's own signed card (the tenant was checked against the token)."""
-    card = context.services.edge.tenant_cards[context.identity.tenant]
-    result: dict[str, Any] = json.loads(card.body)
-    return result
+    return context.services.edge.tenant_cards[context.identity.tenant]
 
 
 async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart:
@@ -247,7 +247,7 @@ async def _accept(context: CallContext, params: SendMessageRequest) -> TurnStart
     return start
 
 
-async def send_message(context: CallContext, params: SendMessageRequest) -> dict[str, Any]:
+async def send_message(context: CallContext, params: SendMessageRequest) -> SendMessageResponse:
     """Start a task (or continue an interrupted one) exactly once per messageId."""
     task = (await _accept(context, params)).task
     configuration = params.configuration or SendMessageConfiguration()
@@ -257,74 +257,67 @@ async def send_message(context: CallContext, params: SendMessageRequest) -> dict
         await runner.wait_settled(task.id, tenant.max_wait_seconds)
         answer = await store.answer(context.identity, task.id, configuration.history_length)
         if isinstance(answer, Message):
-            return {"message": to_wire(answer)}
-        return {"task": to_wire(answer)}
-    return {"task": to_wire(_trim(task, configuration.history_length))}
+            return SendMessageResponse(message=answer)
+        return SendMessageResponse(task=answer)
+    return SendMessageResponse(task=_trim(task, configuration.history_length))
 
 
-async def get_task(context: CallContext, params: GetTaskRequest) -> Any:
+async def get_task(context: CallContext, params: GetTaskRequest) -> Task:
     _check_ids(("params.id", params.id, True))
     _check_history_length(params.history_length, "params.historyLength")
-    store = context.store
-    return to_wire(await store.get(context.identity, params.id, params.history_length))
+    return await context.store.get(context.identity, params.id, params.history_length)
 
 
-async def list_tasks(context: CallContext, params: ListTasksRequest) -> Any:
+async def list_tasks(context: CallContext, params: ListTasksRequest) -> ListTasksResponse:
     if params.page_size is not None and not 1 <= params.page_size <= 100:
         raise _invalid("params.pageSize", "must be between 1 and 100")
     _check_ids(("params.contextId", params.context_id, False))
     _check_history_length(params.history_length, "params.historyLength")
     response = await context.store.list_tasks(context.identity, params)
-    document: dict[str, Any] = to_wire(response)
-    if not params.include_artifacts:
-        for task in document["tasks"]:
-            task.pop("artifacts", None)
-    return document
+    if params.include_artifacts:
+        return response
+    tasks = tuple(attrs.evolve(task, artifacts=()) for task in response.tasks)
+    return attrs.evolve(response, tasks=tasks)
 
 
-async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Any:
+async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Task:
     _check_ids(("params.id", params.id, True))
     runner = context.runner
     words = runner.canceled_message(context.identity.tenant)
     task, _ = await context.store.cancel(context.identity, params.id, words)
     await runner.cancel(params.id)  # wherever it runs
-    return to_wire(task)
+    return task
 
 
-async def create_push_config(context: CallContext, params: TaskPushNotificationConfig) -> Any:
+async def create_push_config(
+    context: CallContext, params: TaskPushNotificationConfig
+) -> TaskPushNotificationConfig:
     if not params.task_id:
         raise _invalid("params.taskId", "required field missing")
     _check_push_config(context, params, "params")
-    stored = await context.store.put_push_config(context.identity, params)
-    return to_wire(stored)
+    return await context.store.put_push_config(context.identity, params)
 
 
 async def get_push_config(
     context: CallContext, params: GetTaskPushNotificationConfigRequest
-) -> Any:
+) -> TaskPushNotificationConfig:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
-    store = context.store
-    return to_wire(await store.get_push_config(context.identity, params.task_id, params.id))
+    return await context.store.get_push_config(context.identity, params.task_id, params.id)
 
 
 async def list_push_configs(
     context: CallContext, params: ListTaskPushNotificationConfigsRequest
-) -> Any:
+) -> ListTaskPushNotificationConfigsResponse:
     _check_ids(("params.taskId", params.task_id, True))
     configs = await context.store.list_push_configs(context.identity, params.task_id)
-    document: dict[str, Any] = to_wire(
-        ListTaskPushNotificationConfigsResponse(configs=tuple(configs))
-    )
-    document.setdefault("configs", [])
-    return document
+    return ListTaskPushNotificationConfigsResponse(configs=tuple(configs))
 
 
 async def delete_push_config(
     context: CallContext, params: DeleteTaskPushNotificationConfigRequest
-) -> Any:
+) -> None:
     _check_ids(("params.taskId", params.task_id, True), ("params.id", params.id, True))
     await context.store.delete_push_config(context.identity, params.task_id, params.id)
-    return {}
 
 
 def _hub(context: CallContext) -> EventHub:

@@ -30,6 +30,7 @@ from looping_core.a2a.internal import (
     parse_body,
     rest_error,
 )
+from looping_core.server._answers import wire_result
 from looping_core.server._call_path import call_method, check_version
 from looping_core.server._calls import JSON_TYPES, authenticate_request, read_body
 from looping_core.server._refusals import answer_or_refuse, error_headers, outcome_of
@@ -163,9 +164,7 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
         return await write_stream(
             request, result, lambda event: event, lambda error: json.dumps(rest_error(error)[1])
         )
-    return web.Response(
-        body=json.dumps(result if result is not None else {}).encode(), content_type=A2A_JSON
-    )
+    return web.Response(body=json.dumps(wire_result(result)).encode(), content_type=A2A_JSON)
 
 
 def _query(request: web.Request) -> dict[str, Any]:
