@@ -130,7 +130,7 @@ def test_every_token_check_has_its_name_in_the_edge_page() -> None:
     """The names a refused token's 401 carries (`metadata.check`) are the names the check table
     of docs/a2a-edge.md gives, no more and no fewer."""
     raised = set()
-    for module in ("a2a/_gateway_token.py", "a2a/_jwks.py", "server/_calls.py"):
+    for module in ("a2a/_gateway_token.py", "a2a/_jwks.py", "server/_call_path.py"):
         source = (ROOT / "looping_core" / module).read_text()
         raised |= set(re.findall(r'(?:TokenRejected|JwksError)\(\s*"([a-z-]+)"', source))
         raised |= set(re.findall(r'check="([a-z-]+)"', source))
