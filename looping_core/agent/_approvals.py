@@ -24,14 +24,13 @@ from looping_core.agent._resume import tool_result_ids
 from looping_core.agent._seam import ApprovalLog, SessionLog
 from looping_core.agent._tool_calls import call_tool, error_result
 from looping_core.content import (
-    APPROVALS_KEY,
-    DataBlock,
     Message,
     ToolApproval,
     ToolResultBlock,
     ToolResultMessage,
     ToolUseBlock,
     UserMessage,
+    is_approvals_part,
 )
 from looping_core.contract import Tool, ToolContext
 
@@ -47,7 +46,7 @@ def gives_decisions(message: UserMessage) -> bool:
     """Whether the message answers calls that wait for approval: only a turn it begins has
     any to settle (the edge accepts no other message to a task that waits for decisions), so
     no other turn reads the approvals."""
-    return any(_decisions(block) for block in message.content)
+    return any(is_approvals_part(block) for block in message.content)
 
 
 async def settle_approvals(
@@ -81,7 +80,7 @@ async def settle_approvals(
     added: list[Message] = []
     if results:
         added.append(ToolResultMessage(results))
-        said = tuple(b for b in message.content if not _decisions(b))
+        said = tuple(b for b in message.content if not is_approvals_part(b))
         if said:
             added.append(UserMessage(said))
         await session.append(added)
@@ -106,11 +105,3 @@ async def _settled(
     if tool is not None and tool.idempotent:
         return await run(call)
     return error_result(call, OUTCOME_UNKNOWN)
-
-
-def _decisions(block: object) -> bool:
-    return (
-        isinstance(block, DataBlock)
-        and isinstance(block.value, Mapping)
-        and APPROVALS_KEY in block.value
-    )

@@ -215,7 +215,7 @@ async def run_tool_loop(
     wrong_answers = 0
     budget = budget or Budget()
     while True:
-        await run.take_arrivals()
+        await run.more_arrived()  # what the caller sent meanwhile joins before the model call
         exhausted = _spent(budget, len(run.served), run.usage, clock() - run.started)
         last_call = exhausted is not None
         step = attrs.evolve(
@@ -291,12 +291,9 @@ class _Run:
         self.conversation.extend(messages)
         self.added.extend(messages)
 
-    async def take_arrivals(self) -> None:
-        """Add what the caller sent since the last look (durable already)."""
-        await self.more_arrived()
-
     async def more_arrived(self) -> bool:
-        """Whether the caller sent more (now in the conversation) since the last look."""
+        """Whether the caller sent more since the last look (durable already; now in the
+        conversation)."""
         if self._inbox is None:
             return False
         arrived = await self._inbox()

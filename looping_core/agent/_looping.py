@@ -135,17 +135,9 @@ class LoopingAgent(Agent):
             return None
         where = f"tenants.{self.context.tenant}: {type(self).__name__}.output_type"
         try:
-            schema = AnswerSchema.of(self.output_type)
+            return self._config.structured_answer(AnswerSchema.of(self.output_type))
         except AnswerTypeError as exc:
             raise AgentLoadError(f"{where}: {exc}") from None
-        config = self._config
-        if config.output_mode not in ("tool", "native"):
-            raise AgentLoadError(
-                f'{where}: output_mode must be "tool" or "native", not {config.output_mode!r}'
-            )
-        return StructuredAnswer(
-            schema, config.output_mode, config.answer_tool, max(0, config.output_retries)
-        )
 
     def output_modes(self) -> tuple[str, ...] | None:
         return ("application/json",) if self._answer is not None else None

@@ -9,6 +9,12 @@ import attrs
 
 from looping_core.agent._compaction import Compaction
 from looping_core.agent._loop import Budget, ControlAction
+from looping_core.agent._output import (
+    OUTPUT_MODES,
+    AnswerSchema,
+    AnswerTypeError,
+    StructuredAnswer,
+)
 from looping_core.config import LoopSettings, TenantModelConfig
 
 __all__ = ["LoopingConfig"]
@@ -42,6 +48,16 @@ class LoopingConfig:
     """Wrong structured answers the model may correct before the turn fails."""
     answer_tool: str = "final_answer"
     """The name of the tool a structured answer is given with (`output_mode = "tool"`)."""
+
+    def structured_answer(self, schema: AnswerSchema) -> StructuredAnswer:
+        """How an answer of `schema` is asked for under these settings; `AnswerTypeError` when
+        `output_mode` is neither of the two."""
+        if self.output_mode not in OUTPUT_MODES:
+            raise AnswerTypeError(
+                f'output_mode must be "tool" or "native", not {self.output_mode!r}'
+            )
+        retries = max(0, self.output_retries)
+        return StructuredAnswer(schema, self.output_mode, self.answer_tool, retries)
 
     def overridden(self, settings: LoopSettings) -> LoopingConfig:
         """This config with what the deployment set in `[tenants.<id>.loop]`."""

@@ -11,22 +11,9 @@ from typing import Any
 import click
 
 from looping_core.content import APPROVALS_KEY
+from looping_core.gateway.internal import pending_calls
 
-__all__ = ["asked_decisions", "decisions_part", "pending_calls", "pending_lines"]
-
-
-def pending_calls(task: dict[str, Any]) -> list[dict[str, Any]]:
-    """The tool calls a task waits for the caller to decide on (none unless it asks)."""
-    status = task.get("status") or {}
-    if status.get("state") != "TASK_STATE_INPUT_REQUIRED":
-        return []
-    for part in (status.get("message") or {}).get("parts", []):
-        data = part.get("data")
-        if isinstance(data, dict) and isinstance(data.get(APPROVALS_KEY), dict):
-            pending = data[APPROVALS_KEY].get("pending")
-            if isinstance(pending, list):
-                return [call for call in pending if isinstance(call, dict)]
-    return []
+__all__ = ["asked_decisions", "decisions_part", "pending_lines"]
 
 
 def pending_lines(task: dict[str, Any], tenant: str) -> tuple[list[str], str | None]:

@@ -13,12 +13,7 @@ from typing import Any, TextIO
 
 import click
 
-from looping_core.cli._approvals import (
-    asked_decisions,
-    decisions_part,
-    pending_calls,
-    pending_lines,
-)
+from looping_core.cli._approvals import asked_decisions, decisions_part, pending_lines
 from looping_core.cli._common import (
     clean_errors,
     config_option,
@@ -32,6 +27,7 @@ from looping_core.gateway.internal import (
     default_state_folder,
     gateway_key,
     mint_token,
+    pending_calls,
     run_gateway,
     send_text,
 )

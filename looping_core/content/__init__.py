@@ -20,6 +20,7 @@ from looping_core.content._approvals import (
     ToolApproval,
     approval_request,
     decisions_in,
+    is_approvals_part,
 )
 from looping_core.content._blocks import (
     AudioBlock,
@@ -139,4 +140,5 @@ __all__ = [
     "decode_message",
     "decode_usage",
     "encode",
+    "is_approvals_part",
 ]

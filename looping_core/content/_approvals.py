@@ -35,6 +35,7 @@ __all__ = [
     "ToolApproval",
     "approval_request",
     "decisions_in",
+    "is_approvals_part",
 ]
 
 APPROVALS_KEY = "toolApprovals"
@@ -91,22 +92,26 @@ def approval_request(approvals: Sequence[ToolApproval]) -> DataBlock:
     return DataBlock({APPROVALS_KEY: {"pending": pending}})
 
 
+def is_approvals_part(block: Block) -> bool:
+    """Whether `block` is a `toolApprovals` data part (asking for decisions, or giving them)."""
+    return (
+        isinstance(block, DataBlock)
+        and isinstance(block.value, Mapping)
+        and APPROVALS_KEY in block.value
+    )
+
+
 def decisions_in(blocks: Sequence[Block]) -> tuple[int, list[Decision]] | None:
     """The decisions a message's blocks give (with the index of the block that gives them), or
     `None` when none of its blocks is a `toolApprovals` part. `ApprovalsInvalid` when one is of
     the wrong shape, or two are given."""
-    found = [
-        (index, block)
-        for index, block in enumerate(blocks)
-        if isinstance(block, DataBlock)
-        and isinstance(block.value, Mapping)
-        and APPROVALS_KEY in block.value
-    ]
+    found = [(index, block) for index, block in enumerate(blocks) if is_approvals_part(block)]
     if not found:
         return None
     if len(found) > 1:
         raise ApprovalsInvalid(APPROVALS_KEY, "give the decisions in one part, not several")
     index, block = found[0]
+    assert isinstance(block, DataBlock)
     return index, _decisions(block.value)
 
 

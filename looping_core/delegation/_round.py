@@ -136,22 +136,18 @@ class RoundAgent(LoopingAgent):
     ) -> dict[str, StructuredAnswer]:
         """How each subtask type that hands back data asks its subagent for it (the loop's
         output mode and retries, as for the agent's own answer)."""
-        config, answers, problems = self._config, {}, []
+        answers, problems = {}, []
         for key, contribution in types.items():
             result_type = contribution.item.result_type
             if result_type is None:
                 continue
             try:
-                schema = AnswerSchema.of(result_type)
+                answers[key] = self._config.structured_answer(AnswerSchema.of(result_type))
             except AnswerTypeError as exc:
                 problems.append(
                     f"tenants.{self.context.tenant}: subtask type {key!r} of "
                     f"{contribution.source}: result_type: {exc}"
                 )
-                continue
-            answers[key] = StructuredAnswer(
-                schema, config.output_mode, config.answer_tool, max(0, config.output_retries)
-            )
         if problems:
             raise AgentLoadError("; ".join(problems), problems=problems)
         return answers

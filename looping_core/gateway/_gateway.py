@@ -23,10 +23,18 @@ import attrs
 from aiohttp import web
 
 from looping_core.a2a import SigningKey, verify_push
+from looping_core.content import APPROVALS_KEY
 from looping_core.gateway._local import LocalServer
 from looping_core.gateway._tokens import mint_token
 
-__all__ = ["JWKS_ROUTE", "SETTLED_STATES", "LocalGateway", "ReceivedPush", "user_message"]
+__all__ = [
+    "JWKS_ROUTE",
+    "SETTLED_STATES",
+    "LocalGateway",
+    "ReceivedPush",
+    "pending_calls",
+    "user_message",
+]
 
 JWKS_ROUTE = "/.well-known/jwks.json"
 
@@ -98,6 +106,21 @@ def user_message(
     if context_id:
         message["contextId"] = context_id
     return message
+
+
+def pending_calls(task: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tool calls a task (ProtoJSON) waits for the caller to decide on: each with its
+    `callId`, `tool` and `arguments`; none unless it asks for them."""
+    status = task.get("status") or {}
+    if status.get("state") != "TASK_STATE_INPUT_REQUIRED":
+        return []
+    for part in (status.get("message") or {}).get("parts", []):
+        data = part.get("data")
+        if isinstance(data, dict) and isinstance(data.get(APPROVALS_KEY), dict):
+            pending = data[APPROVALS_KEY].get("pending")
+            if isinstance(pending, list):
+                return [call for call in pending if isinstance(call, dict)]
+    return []
 
 
 def _derived(private_jwk: Mapping[str, Any], purpose: str) -> str:

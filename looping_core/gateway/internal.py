@@ -23,6 +23,7 @@ from looping_core.gateway._gateway import (
     SETTLED_STATES,
     LocalGateway,
     ReceivedPush,
+    pending_calls,
     user_message,
 )
 from looping_core.gateway._local import LocalServer, Startable
@@ -48,6 +49,7 @@ __all__ = [
     "default_state_folder",
     "gateway_key",
     "mint_token",
+    "pending_calls",
     "run_gateway",
     "send_text",
     "user_message",

@@ -27,7 +27,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.agent import ChatModel
 from looping_core.config import Config, parse_config
 from looping_core.content import APPROVALS_KEY
-from looping_core.gateway.internal import SETTLED_STATES, Startable
+from looping_core.gateway.internal import SETTLED_STATES, Startable, pending_calls
 from looping_core.server.internal import Listener, create_app, listen
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk
@@ -216,14 +216,7 @@ class AgentHarness(Startable):
     def pending(task: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The tool calls a task (as `result` gave it) waits for the caller to approve: each
         with its `callId`, `tool` and `arguments`; none unless it waits."""
-        status = task.get("status") or {}
-        if status.get("state") != "TASK_STATE_INPUT_REQUIRED":
-            return []
-        for part in (status.get("message") or {}).get("parts", []):
-            data = part.get("data")
-            if isinstance(data, dict) and APPROVALS_KEY in data:
-                return list(data[APPROVALS_KEY]["pending"])
-        return []
+        return pending_calls(task)
 
     async def approve(
         self, task: Mapping[str, Any], *call_ids: str, deny: Mapping[str, str] | None = None
