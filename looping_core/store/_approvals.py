@@ -20,7 +20,7 @@ from typing import Any
 
 from looping_core.content import Decision, ToolApproval
 from looping_core.store._errors import ApprovalRefused
-from looping_core.store._rows import StoreBase, now_us
+from looping_core.store._rows import StoreBase, compact, now_us
 
 __all__ = ["ApprovalStore", "decide_approvals"]
 
@@ -35,13 +35,13 @@ class ApprovalStore(StoreBase):
             stamp = now_us()
             with self._db.write():
                 for approval in approvals:
+                    arguments = compact(dict(approval.arguments))
                     self._sql(
                         "INSERT INTO tool_approvals (task_id, call_id, tool, arguments, state,"
                         " reason, asked_ts) VALUES (?, ?, ?, ?, 'pending', '', ?)"
                         " ON CONFLICT (task_id, call_id) DO NOTHING",
-                        (task_id, approval.call_id, approval.tool, _json(approval.arguments),
-                         stamp),
-                    )  # fmt: skip
+                        (task_id, approval.call_id, approval.tool, arguments, stamp),
+                    )
 
         await self._db.run(write)
 
@@ -135,7 +135,3 @@ def decide_approvals(
         ).rowcount
         if written != 1:  # another answer decided it meanwhile (its transaction came first)
             raise ApprovalRefused(f"call {decision.call_id!r} was decided meanwhile")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(dict(value), separators=(",", ":"), sort_keys=True)
