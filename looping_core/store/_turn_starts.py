@@ -37,6 +37,9 @@ from looping_core.store._rows import (
 
 __all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
 
+_ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
+"""The state of a task whose calls may wait for the caller's decisions."""
+
 _UNSETTLED = (
     "SELECT COUNT(*), COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0)"
     f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
@@ -141,7 +144,8 @@ class TurnStarts(Events, PushConfigs):
                     return duplicate
                 head = self._owned(caller, message.task_id)
                 self._check_follow_up(message, head)
-                decide_approvals(self._sql, head.id, decisions, stamp)
+                if decisions is not None or head.state == _ASKING:  # only such a task asks
+                    decide_approvals(self._sql, head.id, decisions, stamp)
                 joined = head.state in RUNNING
                 if not joined:
                     priority = self._within(limits, scope)
