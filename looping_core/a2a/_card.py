@@ -101,8 +101,18 @@ def _skill(skill: SkillConfig) -> AgentSkill:
 
 
 def _interfaces(config: Config, tenant: str = "") -> tuple[AgentInterface, ...]:
-    """JSON-RPC first (preferred), then HTTP+JSON; both carry the tenant (if any)."""
+    """JSON-RPC first (preferred), then HTTP+JSON, then gRPC when it is served (its URL the
+    `host:port` a client dials, as the proto says); each carries the tenant (if any)."""
     server = config.server
+    grpc = (
+        (
+            AgentInterface(
+                url=server.grpc_url, protocol_binding="GRPC", protocol_version="1.0", tenant=tenant
+            ),
+        )
+        if server.grpc_port
+        else ()
+    )
     return (
         AgentInterface(
             url=server.endpoint_url, protocol_binding="JSONRPC", protocol_version="1.0",
@@ -112,6 +122,7 @@ def _interfaces(config: Config, tenant: str = "") -> tuple[AgentInterface, ...]:
             url=server.rest_url, protocol_binding="HTTP+JSON", protocol_version="1.0",
             tenant=tenant,
         ),
+        *grpc,
     )  # fmt: skip
 
 

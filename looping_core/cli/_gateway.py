@@ -44,10 +44,11 @@ _state_option = click.option(
 )
 _binding_option = click.option(
     "--binding",
-    type=click.Choice(["jsonrpc", "rest"]),
+    type=click.Choice(["jsonrpc", "rest", "grpc"]),
     default="jsonrpc",
     show_default=True,
-    help="The A2A binding: JSON-RPC, or HTTP+JSON (a token for each is for its own URL).",
+    help="The A2A binding: JSON-RPC, HTTP+JSON, or gRPC (`[server] grpc_port`; the grpc "
+    "extra). A token for each is for its own URL.",
 )
 _SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
 

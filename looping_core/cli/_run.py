@@ -39,10 +39,10 @@ __all__ = ["check", "keys", "serve", "worker"]
 @click.option("--connect", is_flag=True, help="Also open the store and show its migrations.")
 @clean_errors
 def check(config_path: Path | None, connect: bool) -> None:
-    """Run every check `serve` runs before it listens, all but binding the port: the config,
-    the signing key, the store URL and its driver, the plugins and the agents, the packages
-    metrics and traces need. Exit 1 listing
-    every problem. With --connect, also open the store and show its migration state."""
+    """Run every check `serve` runs before it listens: the config, the signing key, the store
+    URL and its driver, the plugins and the agents, the packages metrics, traces and gRPC need,
+    and that nothing else holds its ports. Exit 1 listing every problem. With --connect, also
+    open the store and show its migration state."""
     try:
         config = load_config(resolve_config_path(config_path))
         problems: list[str] = []
@@ -56,6 +56,7 @@ def check(config_path: Path | None, connect: bool) -> None:
     # have lost a tenant or a model on the way, so its agents are not made then.
     startup, failures = server.check_startup(config, make_agents=complete)
     problems.extend(line for _, lines in failures for line in lines)
+    problems.extend(server.listen_problems(config))
     store_url_ok = not any(isinstance(error, StoreError) for error, _ in failures)
     plugins = "none"
     if startup is not None:

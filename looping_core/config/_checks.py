@@ -35,6 +35,7 @@ from looping_core.config._model import (
     TenantConfig,
     TenantLimits,
     TenantModelConfig,
+    bracketed,
 )
 from looping_core.contract import SecretRef
 
@@ -44,6 +45,7 @@ __all__ = [
     "TENANT_ID",
     "check_card",
     "check_cross_references",
+    "check_grpc",
     "check_limits",
     "check_model",
     "check_observability",
@@ -104,7 +106,7 @@ def check_server(server: ServerConfig) -> list[str]:
                 f"{name} must not be under {INSPECTION_PATH.rsplit('/', 1)[0]}: looping-core "
                 f"keeps that path for itself @ $.server.{name}"
             )
-    if server.inspection and not is_loopback(f"http://{_bracketed(server.host)}"):
+    if server.inspection and not is_loopback(f"http://{bracketed(server.host)}"):
         problems.append(
             f"inspection serves a development console on this machine only: [server] host must "
             f"be a loopback address (127.0.0.1, ::1 or localhost), not {server.host!r}; turn "
@@ -123,6 +125,38 @@ def check_server(server: ServerConfig) -> list[str]:
             f"public_url must be a loopback address too, not {server.public_url!r} (a reverse "
             "proxy here makes every client look local); turn inspection off to serve behind "
             "one @ $.server.inspection"
+        )
+    return problems
+
+
+GRPC_ADDRESS = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$")
+"""`host:port`, an IPv6 host in brackets: what a gRPC client dials."""
+
+
+def check_grpc(server: ServerConfig) -> list[str]:
+    """`[server] grpc_*`: the port (its own), the advertised address, TLS files in pairs."""
+    problems: list[str] = []
+    if not 0 <= server.grpc_port <= 65535:
+        problems.append(
+            f"grpc_port must be between 1 and 65535, or 0 for no gRPC, got {server.grpc_port} "
+            "@ $.server.grpc_port"
+        )
+    elif server.grpc_port and server.grpc_port == server.port:
+        problems.append(
+            f"grpc_port must differ from port ({server.port}): gRPC has its own listener "
+            "@ $.server.grpc_port"
+        )
+    if server.grpc_address is not None and not GRPC_ADDRESS.match(server.grpc_address):
+        problems.append(
+            f"grpc_address must be host:port (an IPv6 host in brackets), got "
+            f"{server.grpc_address!r} @ $.server.grpc_address"
+        )
+    certificate, key = server.grpc_tls_certificate, server.grpc_tls_private_key
+    if (certificate is None) != (key is None):
+        missing = "grpc_tls_private_key" if key is None else "grpc_tls_certificate"
+        problems.append(
+            "grpc_tls_certificate and grpc_tls_private_key go together: set both for TLS, "
+            f"or neither @ $.server.{missing}"
         )
     return problems
 
@@ -334,11 +368,6 @@ def is_base_url(url: str) -> bool:
         and bool(parts.hostname)
         and not (parts.query or parts.fragment or parts.username or parts.password)
     )
-
-
-def _bracketed(host: str) -> str:
-    """A host as a URL writes it (an IPv6 address in brackets)."""
-    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def is_loopback(origin: str) -> bool:

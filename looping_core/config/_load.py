@@ -20,6 +20,7 @@ from looping_core.config._checks import (
     TENANT_ID,
     check_card,
     check_cross_references,
+    check_grpc,
     check_limits,
     check_loop,
     check_model,
@@ -214,6 +215,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
             f"tenants @ $.{unknown}"
         )
     problems.extend(check_server(server))
+    problems.extend(check_grpc(server))
     problems.extend(check_security(security))
     problems.extend(check_runner(runner, push))
     problems.extend(check_streaming(streaming))

@@ -9,6 +9,13 @@ from typing import Any
 
 import attrs
 
+from looping_core.config._server import (
+    EVENT_LOOPS,
+    INSPECTION_PATH,
+    MAX_WORKERS,
+    ServerConfig,
+    bracketed,
+)
 from looping_core.contract import SecretRef
 from looping_core.errors import LoopingError
 
@@ -34,70 +41,11 @@ __all__ = [
     "TenantConfig",
     "TenantLimits",
     "TenantModelConfig",
+    "bracketed",
 ]
 
 DEFAULT_CONFIG_FILE = "looping.toml"
 CONFIG_ENV_VAR = "LOOPING_CONFIG"
-MAX_WORKERS = 64
-"""More server processes than this is a typo, not a deployment."""
-EVENT_LOOPS = ("auto", "uvloop", "asyncio")
-"""`[server] event_loop`: uvloop when installed, uvloop required, or plain asyncio."""
-INSPECTION_PATH = "/_looping/inspect"
-"""Where the inspection endpoint is served (`[server] inspection`), under the base URL."""
-
-
-@attrs.frozen
-class ServerConfig:
-    """`[server]`: where the server listens and the URL gateways use to reach it."""
-
-    host: str = "127.0.0.1"
-    port: int = 8080
-    public_url: str | None = None
-    """The externally visible base URL; defaults to `http://{host}:{port}`."""
-    rpc_path: str = "/a2a"
-    """Where the JSON-RPC binding is served (the first interface on the cards)."""
-    rest_path: str = "/rest"
-    """Where the HTTP+JSON binding is served: `{rest_path}/{tenant}/message:send` and the
-    rest (the second interface on the cards)."""
-    max_body_bytes: int = 1_048_576
-    """Requests with a larger body are refused before they are parsed."""
-    workers: int = 1
-    """Server processes sharing the listening socket and the store (`looping serve`)."""
-    node: str | None = None
-    """This server's name among the machines sharing one PostgreSQL store (see `node_of`)."""
-    access_log: bool = True
-    """Log every request at INFO (`aiohttp.access`)."""
-    event_loop: str = "auto"
-    """`auto` (uvloop when it is installed), `uvloop` (required), or `asyncio`."""
-    header_timeout_seconds: float = 30.0
-    """A request's headers must have arrived this long after the connection opened, or after
-    the first byte of a request on a kept-alive connection; else the connection is closed."""
-    body_timeout_seconds: float = 60.0
-    """A request's whole body must have arrived this long after its headers (HTTP 408)."""
-    max_connections: int = 1000
-    """Open connections per server process; more are answered 503 and closed at once."""
-    inspection: bool = False
-    """Serve the read-only inspection endpoint a development console reads a task through
-    (`looping gateway --console`): loopback hosts only, a gateway token on every call."""
-
-    @property
-    def base_url(self) -> str:
-        return (self.public_url or f"http://{self.host}:{self.port}").rstrip("/")
-
-    @property
-    def endpoint_url(self) -> str:
-        """The JSON-RPC endpoint: what the card advertises and gateway tokens' `aud`."""
-        return self.base_url + self.rpc_path
-
-    @property
-    def rest_url(self) -> str:
-        """The HTTP+JSON interface's URL: the `aud` of tokens for calls to it."""
-        return self.base_url + self.rest_path
-
-    @property
-    def inspection_url(self) -> str:
-        """The inspection endpoint's URL: the `aud` of tokens for it (`inspection`)."""
-        return self.base_url + INSPECTION_PATH
 
 
 @attrs.frozen
@@ -447,7 +395,7 @@ class Config:
     """The whole config file. `source` is the file it came from (for error messages)."""
 
     source: str = "<defaults>"
-    server: ServerConfig = ServerConfig()
+    server: ServerConfig = attrs.field(factory=ServerConfig)
     security: SecurityConfig = SecurityConfig()
     store: StoreConfig = StoreConfig()
     card: StubCardConfig = attrs.field(factory=lambda: DEFAULT_STUB_CARD)

@@ -25,6 +25,7 @@ from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.gateway._console import ConsoleGateway, ConsoleTarget
 from looping_core.gateway._gateway import JWKS_ROUTE, SETTLED_STATES, LocalGateway, user_message
+from looping_core.gateway._grpc_client import call_over_grpc
 from looping_core.gateway._state import gateway_key
 from looping_core.gateway._tokens import mint_token
 
@@ -60,10 +61,12 @@ class Target:
     port: int
     rest_url: str = ""
     """The HTTP+JSON binding's URL (a REST token's audience)."""
+    grpc_address: str = ""
+    """The gRPC binding's `host:port` (a gRPC token's audience); empty: not served."""
 
     def audience(self, binding: str) -> str:
-        """The URL a token for `binding` (`jsonrpc` or `rest`) is for."""
-        return self.rest_url if binding == "rest" else self.endpoint
+        """The URL (or address) a token for `binding` (`jsonrpc`, `rest`, `grpc`) is for."""
+        return {"rest": self.rest_url, "grpc": self.grpc_address}.get(binding, self.endpoint)
 
     @classmethod
     def of(cls, config: Config) -> Target:
@@ -77,6 +80,7 @@ class Target:
                     host=parts.hostname,
                     port=parts.port,
                     rest_url=config.server.rest_url,
+                    grpc_address=config.server.grpc_url if config.server.grpc_port else "",
                 )
         raise GatewayError(
             f"{config.source}: [security] gateway_origins trusts no loopback origin, so a local "
@@ -143,10 +147,14 @@ async def call_agent(
     binding: str = "jsonrpc",
     starting_seconds: float = STARTING_SECONDS,
 ) -> Any:
-    """One call with a token of the local gateway, on `binding` (`jsonrpc`, or `rest`: the
-    HTTP+JSON binding); the result, or `AgentRefused`. An agent that does not answer yet (still
-    starting) is tried again for `starting_seconds`."""
+    """One call with a token of the local gateway, on `binding` (`jsonrpc`, `rest`: the
+    HTTP+JSON binding, or `grpc`); the result, or `AgentRefused`. An agent that does not answer
+    yet (still starting) is tried again for `starting_seconds`."""
     target = Target.of(config)
+    if binding == "grpc" and not target.grpc_address:
+        raise GatewayError(
+            f"{config.source}: this agent serves no gRPC; set [server] grpc_port to serve it"
+        )
     token = mint_token(
         gateway_key(state),
         jku=target.origin + JWKS_ROUTE,
@@ -156,6 +164,14 @@ async def call_agent(
         sub=subject,
     )
     headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+    if binding == "grpc":
+        params = {"tenant": tenant, **params}
+        answer, refusal = await call_over_grpc(
+            target.grpc_address, method, params, headers, starting_seconds
+        )
+        if refusal is not None:
+            raise AgentRefused(*refusal)
+        return answer
     if binding == "rest":
         verb, url, body = _rest_request(target, tenant, method, params)
     else:

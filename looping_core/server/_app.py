@@ -106,6 +106,10 @@ def create_app(
     if config.server.inspection:
         add_inspection_route(app)
     app.cleanup_ctx.append(_services(startup, edge=edge, guard=guard, worker=worker))
+    if config.server.grpc_port:
+        from looping_core.server._grpc import grpc_binding  # noqa: PLC0415 - the grpc extra
+
+        app.cleanup_ctx.append(grpc_binding(config, reuse_port=worker is not None))
     app.on_shutdown.append(_end_streams)
     return app
 

@@ -50,8 +50,9 @@ class Edge:
     stub: SignedCard
     tenant_cards: Mapping[str, SignedCard]
     policies: Mapping[str, TokenPolicy]
-    """What a token must be, by binding (`jsonrpc`, `http+json`, and the `inspection`
-    endpoint): every check the same, the audience that binding's URL (a token is for one)."""
+    """What a token must be, by binding (`jsonrpc`, `http+json`, `grpc`, and the `inspection`
+    endpoint): every check the same, the audience that binding's URL or address (a token is
+    for one)."""
     answer_modes: Mapping[str, tuple[str, ...]] = attrs.field(factory=dict)
     """The media types each tenant's answers are made of, where its agent declares them
     (`Agent.output_modes`): a caller that accepts none of them is refused."""
@@ -107,6 +108,7 @@ def build_edge(
             "jsonrpc": _policy(config, config.server.endpoint_url),
             "http+json": _policy(config, config.server.rest_url),
             "inspection": _policy(config, config.server.inspection_url),
+            "grpc": _policy(config, config.server.grpc_url),
         },
         answer_modes=dict(answer_modes or {}),
     )

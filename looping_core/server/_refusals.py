@@ -30,6 +30,7 @@ __all__ = [
     "answer_or_refuse",
     "error_headers",
     "outcome_of",
+    "refusal_of",
     "rpc_error_of",
     "unavailable",
 ]
@@ -55,19 +56,27 @@ async def answer_or_refuse(
     client gone as nothing, and anything else as an internal error (logged, never shown)."""
     try:
         return await work()
-    except RpcError as exc:
-        return refuse(exc)
-    except store.StoreRefusal as exc:
-        return refuse(rpc_error_of(exc))
-    except store.StoreUnavailable:
-        return refuse(unavailable())
     except ClientGone:
         _log.info("client %s disconnected while sending its request", request.remote)
         record.outcome = "client_gone"
         return web.Response(status=400)  # nobody reads it
-    except Exception:
-        _log.exception("internal error answering %s", request.path)
-        return refuse(InternalError())
+    except Exception as exc:
+        return refuse(refusal_of(exc, request.path))
+
+
+def refusal_of(exc: Exception, answering: str) -> RpcError:
+    """What a client of any binding hears for `exc`, raised while `answering` (a path, a gRPC
+    method): a protocol error as itself, a store's refusal as its protocol error, an outage as
+    UNAVAILABLE, anything else as an internal error (logged here, never shown). Call it from
+    the `except` block, so the log line has the traceback."""
+    if isinstance(exc, RpcError):
+        return exc
+    if isinstance(exc, store.StoreRefusal):
+        return rpc_error_of(exc)
+    if isinstance(exc, store.StoreUnavailable):
+        return unavailable()
+    _log.exception("internal error answering %s", answering)
+    return InternalError()
 
 
 _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = {

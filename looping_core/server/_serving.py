@@ -17,7 +17,6 @@ import functools
 import logging
 import os
 import signal
-import socket
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +30,11 @@ from looping_core.config import Config
 from looping_core.errors import LoopingError
 from looping_core.plugins import PluginHost
 from looping_core.server._app import create_app, prepare_store
+from looping_core.server._listening import (
+    KEEPALIVE_TIMEOUT_SECONDS,
+    SHUTDOWN_TIMEOUT_SECONDS,
+    port_problem,
+)
 from looping_core.server._requests import AccessLogger
 from looping_core.server._services import SERVICES
 from looping_core.server._startup import assemble
@@ -71,6 +75,8 @@ def serve(config: Config, plugins: PluginHost, *, workers: int | None = None) ->
             f"{count} workers need fork(), which this system lacks; set [server] workers = 1"
         )
     _check_port_free(config.server.host, config.server.port)
+    if config.server.grpc_port:
+        _check_port_free(config.server.host, config.server.grpc_port)
     if observability.metrics_port:
         _check_port_free(observability.metrics_host, observability.metrics_port)
     metrics = prepare_metrics(observability)  # before anything records, or forks
@@ -130,13 +136,9 @@ def _announce(
 
 
 def _check_port_free(host: str, port: int) -> None:
-    """Bind without SO_REUSEPORT once: fails if anything (another `looping serve` included)
-    already listens there, so workers never split a port with a stranger."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        socket.create_server((host, port), family=family).close()
-    except OSError as exc:
-        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    problem = port_problem(host, port)
+    if problem is not None:
+        raise ServeError(problem)
 
 
 class _Supervisor:
@@ -271,10 +273,6 @@ def _worker_lifecycle(
     return lifecycle
 
 
-SHUTDOWN_TIMEOUT_SECONDS = 60.0
-"""How long a stopping server waits for the requests in flight."""
-KEEPALIVE_TIMEOUT_SECONDS = 75.0
-"""How long an idle kept-alive connection stays open."""
 LINGERING_SECONDS = 2.0
 """After answering a request whose body was not read (a 408, a 413), how long unread body
 bytes are drained before the connection is closed (so the client sees the answer, not a reset)."""

@@ -33,6 +33,7 @@ from looping_core.contract import ModelProvider, SecretRef
 from looping_core.errors import LoopingError, ProblemsError, problem_list
 from looping_core.plugins import PluginHost
 from looping_core.server._edge import push_signer
+from looping_core.server._listening import grpc_problems
 from looping_core.server._telemetry import telemetry_problems
 from looping_core.store.internal import PushSecrets, StoreError, store_url_problem
 
@@ -181,6 +182,9 @@ def check_startup(
     telemetry = telemetry_problems(config.observability)
     if telemetry:
         failures.append((StartupProblems(telemetry), telemetry))
+    grpc = grpc_problems(config)
+    if grpc:
+        failures.append((StartupProblems(grpc), grpc))
     host = plugins
     agents: dict[str, Agent] = {}
     tenant_plugins: dict[str, PluginHost] = {}

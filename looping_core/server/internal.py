@@ -6,6 +6,7 @@ part of the app-facing API: it may change with any release, and the API snapshot
 from looping_core.server._app import create_app, prepare_store
 from looping_core.server._call_path import CallContext, Caller, authenticate, check_version
 from looping_core.server._inspect import handle_inspect, is_loopback_client
+from looping_core.server._listening import listen_problems
 from looping_core.server._services import SERVICES, Services
 from looping_core.server._serving import Listener, ServeError, event_loop_factory, listen, serve
 from looping_core.server._startup import (
@@ -39,6 +40,7 @@ __all__ = [
     "handle_inspect",
     "is_loopback_client",
     "listen",
+    "listen_problems",
     "node_of",
     "prepare_store",
     "push_secrets",

@@ -93,12 +93,14 @@ class AgentHarness(Startable):
         gateway: FakeGateway | None = None,
         gateway_origins: Sequence[str] | None = None,
         signing_jwk: Mapping[str, Any] | None = None,
+        grpc: bool = False,
     ) -> None:
         """`agent` is `"module:Class"`, served as tenant `tenant` (`None`: the tenants are all
         in `config`); `model` (or models, the first then its fallbacks) replaces
         `[tenants.<tenant>.model]`; `plugins` are enabled; `config` adds TOML and `server` lines
         of `[server]`. The harness starts its own `FakeGateway` unless given one, or given the
-        `gateway_origins` to trust instead (then it sends nothing itself)."""
+        `gateway_origins` to trust instead (then it sends nothing itself). `grpc` serves the
+        gRPC binding too, on a port of its own (`grpc_address`; the `grpc` extra)."""
         self.agent = agent
         self.tenant = tenant
         self.models: tuple[ChatModel, ...] = (
@@ -113,6 +115,8 @@ class AgentHarness(Startable):
         self._origins = tuple(gateway_origins) if gateway_origins is not None else None
         self.signing_jwk = dict(signing_jwk or ed25519_private_jwk("agent-key"))
         self.port = 0
+        self.grpc_port = 0
+        self._grpc = grpc
         self.config: Config | None = None
         self.app: web.Application | None = None
         self._listener: Listener | None = None
@@ -137,6 +141,13 @@ class AgentHarness(Startable):
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def grpc_address(self) -> str:
+        """Where the gRPC binding listens (`host:port`; the audience of tokens for it)."""
+        if not self.grpc_port:
+            raise RuntimeError("this harness serves no gRPC: make it with grpc=True")
+        return f"127.0.0.1:{self.grpc_port}"
+
+    @property
     def endpoint(self) -> str:
         return self.base_url + "/a2a"
 
@@ -158,7 +169,8 @@ class AgentHarness(Startable):
             gateway_origins=origins,
             signing_key_env=_KEY_VARIABLE,
             store_url=store_url,
-            server=self.server_lines,
+            server=self.server_lines
+            + (f"\ngrpc_port = {self.grpc_port}\n" if self.grpc_port else ""),
             extra=extra + self.extra,
         )
 
@@ -166,6 +178,8 @@ class AgentHarness(Startable):
         if self._own_gateway:
             await self.gateway.start()
         self.port = unused_port()
+        if self._grpc:
+            self.grpc_port = unused_port()
         self.config = parse_config(self._toml(), source="<harness>")
         environ = {_KEY_VARIABLE: json.dumps(self.signing_jwk)}
         models = {self.tenant: self.models} if self.models else None

@@ -36,6 +36,7 @@ def write_config(
     event_loop: str = "auto",
     more: str = "",
     store_url: str | None = None,
+    grpc_port: int = 0,
 ) -> Path:
     """A config for tenant `bob`, served by a HoldingAgent, storing next to `path` (or in
     `store_url`); `more`: TOML added at the end."""
@@ -59,7 +60,7 @@ backoff_max_seconds = 0.2
             gateway_origins=[gateway.origin],
             signing_key_env=KEY_VARIABLE,
             store_url=store_url or f"sqlite:///{path.parent / 'looping.db'}",
-            server=f'workers = {workers}\nevent_loop = "{event_loop}"',
+            server=f'workers = {workers}\nevent_loop = "{event_loop}"\ngrpc_port = {grpc_port}',
             extra=extra,
         )
     )

@@ -113,10 +113,11 @@ async def start_agent(
     extra: str = "",
     server: str = "",
     signing_jwk: dict[str, Any] | None = None,
+    grpc: bool = False,
 ) -> tuple[RunningAgent, Listener]:
     """Serve the edge tests' tenants through the agent harness, trusting `gateway_origins`;
     `store_url` picks the store (the same one again: a restart; by default a new SQLite file),
-    `extra` adds TOML, `server` adds lines to `[server]`."""
+    `extra` adds TOML, `server` adds lines to `[server]`; `grpc` serves the gRPC binding too."""
     harness = AgentHarness(
         None,
         config=extra + TENANTS,
@@ -124,6 +125,7 @@ async def start_agent(
         store_url=store_url,
         gateway_origins=gateway_origins,
         signing_jwk=signing_jwk or ed25519_private_jwk("agent-key-1"),
+        grpc=grpc,
     )
     await harness.start()
     assert harness.config is not None

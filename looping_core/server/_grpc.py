@@ -1,0 +1,321 @@
+"""The gRPC binding (A2A 1.0 §10): `lf.a2a.v1.A2AService` on `[server] grpc_port`, beside the
+HTTP edge, in every serving process (the `grpc` extra: grpcio).
+
+One generic handler serves every method of the service from the one method table: the request
+message is decoded into the params every binding parses, then the shared call path runs as for
+JSON-RPC. The path of one call: the message (within `max_body_bytes`) → the gateway token from
+the `authorization` metadata, verified for the request's `tenant` with the gRPC address as its
+audience → `a2a-version` → the tenant → params → handler. Every refusal is a gRPC status with
+`google.rpc.ErrorInfo` (and `BadRequest`) details; nothing a client sends is answered with a
+traceback.
+
+Streams (`SendStreamingMessage`, `SubscribeToTask`) send one `StreamResponse` per stored event.
+gRPC has no per-message id, so the initial metadata says where the stream starts
+(`looping-first-event-id`): the k-th message (from 0) is that event plus k. A client resumes with
+the `last-event-id` metadata, as an SSE client does with the `Last-Event-ID` header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import grpc
+import grpc.aio
+from aiohttp import web
+from google.protobuf.descriptor import MethodDescriptor
+
+from looping_core import _metrics, _tracing
+from looping_core._logs import bind
+from looping_core.a2a import RpcError
+from looping_core.a2a.internal import InvalidParams, RpcCall, method_not_found
+from looping_core.a2a.protobuf import SERVICE_NAME, service
+from looping_core.config import Config
+from looping_core.server._call_path import authenticate, call_method, check_version
+from looping_core.server._grpc_wire import (
+    decode_request,
+    encode_answer,
+    encode_event,
+    error_status,
+)
+from looping_core.server._listening import KEEPALIVE_TIMEOUT_SECONDS, SHUTDOWN_TIMEOUT_SECONDS
+from looping_core.server._refusals import outcome_of, refusal_of
+from looping_core.server._services import SERVICES, Services
+from looping_core.server._streams import TaskStream
+
+__all__ = ["FIRST_EVENT_ID", "LAST_EVENT_ID", "grpc_binding", "grpc_options"]
+
+_log = logging.getLogger("looping_core.server")
+
+FIRST_EVENT_ID = "looping-first-event-id"
+"""A stream's initial metadata: the number of its first message's event."""
+LAST_EVENT_ID = "last-event-id"
+"""Request metadata: the last event a resuming client received."""
+MAX_STREAMS_PER_CONNECTION = 100
+"""Calls at once on one HTTP/2 connection (`SETTINGS_MAX_CONCURRENT_STREAMS`)."""
+KEEPALIVE_PING_SECONDS = 60
+"""A connection with calls open is pinged this often; one that does not answer within
+`KEEPALIVE_ANSWER_SECONDS` is closed (a client gone without a word)."""
+KEEPALIVE_ANSWER_SECONDS = 20
+
+
+def grpc_options(config: Config, *, reuse_port: bool) -> list[tuple[str, int]]:
+    """The server's limits, the HTTP edge's in gRPC's terms: the message size, the handshake
+    deadline (the header deadline), idle connections, the connection cap per process."""
+    server = config.server
+    return [
+        ("grpc.max_receive_message_length", server.max_body_bytes),
+        ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
+        ("grpc.max_allowed_incoming_connections", server.max_connections),
+        ("grpc.server_handshake_timeout_ms", int(server.header_timeout_seconds * 1000)),
+        ("grpc.max_connection_idle_ms", int(KEEPALIVE_TIMEOUT_SECONDS * 1000)),
+        ("grpc.keepalive_time_ms", KEEPALIVE_PING_SECONDS * 1000),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_ANSWER_SECONDS * 1000),
+        # Each process has the port to itself, except the workers of one server, which share
+        # it (the kernel spreads connections over them, as for the HTTP edge).
+        ("grpc.so_reuseport", 1 if reuse_port else 0),
+    ]
+
+
+def grpc_binding(
+    config: Config, *, reuse_port: bool
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    """The gRPC server for the app's lifetime (a cleanup context, after the services): it
+    listens once the services are up and stops, its calls given the shutdown timeout, before
+    they go."""
+
+    async def binding(app: web.Application) -> AsyncIterator[None]:
+        services = app[SERVICES]
+        server = grpc.aio.server(options=grpc_options(config, reuse_port=reuse_port))
+        server.add_generic_rpc_handlers((_handler(services),))
+        address = f"{config.server.host}:{config.server.grpc_port}"
+        credentials = _tls(config)
+        if credentials is None:
+            server.add_insecure_port(address)
+        else:
+            server.add_secure_port(address, credentials)
+        await server.start()
+        _log.info(
+            "serving gRPC on %s%s (pid %d)", address, " (TLS)" if credentials else "", os.getpid()
+        )
+        try:
+            yield
+        finally:
+            if services.streams is not None:
+                services.streams.end_streams("the server is stopping")
+            await server.stop(SHUTDOWN_TIMEOUT_SECONDS)
+
+    return binding
+
+
+def _tls(config: Config) -> grpc.ServerCredentials | None:
+    server = config.server
+    if server.grpc_tls_certificate is None or server.grpc_tls_private_key is None:
+        return None
+    key = Path(server.grpc_tls_private_key).read_bytes()
+    chain = Path(server.grpc_tls_certificate).read_bytes()
+    return grpc.ssl_server_credentials([(key, chain)])
+
+
+def _handler(services: Services) -> grpc.GenericRpcHandler:
+    """Every method of `A2AService`, each answered through the method table (bytes in and
+    out: the binding decodes, so a malformed message is the client's error, not INTERNAL)."""
+    handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {}
+    for method in service().methods:
+        if method.server_streaming:
+            handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                functools.partial(_stream, services, method)
+            )
+        else:
+            handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                functools.partial(_unary, services, method)
+            )
+    return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+
+@attrs.define
+class _Call:
+    """One call's record, for its span, its metrics and its log lines."""
+
+    method: str
+    started: float = attrs.field(factory=time.perf_counter)
+    outcome: str = "ok"
+
+    def done(self, error: RpcError | None = None) -> None:
+        if error is not None:
+            self.outcome = outcome_of(error)
+        _metrics.REQUESTS.inc(binding="grpc", method=self.method, outcome=self.outcome)
+        seconds = time.perf_counter() - self.started
+        _metrics.REQUEST_SECONDS.observe(seconds, binding="grpc", method=self.method)
+
+
+def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
+    """The call's metadata (text values; the first of a repeated key)."""
+    found: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        if isinstance(value, str):
+            found.setdefault(key.lower(), value)
+    return found
+
+
+async def _answer(
+    services: Services,
+    method: MethodDescriptor,
+    raw: bytes,
+    context: grpc.aio.ServicerContext[Any, Any],
+    metadata: Mapping[str, str],
+) -> tuple[float, Any]:
+    """The shared call path for one call: when the caller's token stops counting, and the
+    handler's answer."""
+    params = decode_request(method, raw)
+    tenant = params.get("tenant")
+    named = isinstance(tenant, str) and bool(tenant)
+    edge = services.edge
+    caller = await authenticate(
+        metadata.get("authorization"),
+        peer=context.peer(),
+        services=services,
+        tenant=tenant if named else None,
+        policy=edge.policies["grpc"],
+    )
+    check_version(metadata.get("a2a-version"))
+    if not named:
+        raise InvalidParams(
+            "tenant is required: this endpoint serves several agents and has no default",
+            violations=[("tenant", "required field missing")],
+        )
+    handler = services.methods.get(method.name)
+    if handler is None:
+        raise method_not_found(method.name)
+    if tenant not in edge.tenant_cards:
+        raise InvalidParams(
+            "tenant: no such agent here", violations=[("tenant", "not an agent served here")]
+        )
+    call = RpcCall(id=None, method=method.name, params=params)
+    result = await call_method(
+        services, caller.identity, call, handler, last_event_id=metadata.get(LAST_EVENT_ID)
+    )
+    return caller.expires, result
+
+
+async def _unary(
+    services: Services,
+    method: MethodDescriptor,
+    raw: bytes,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> bytes:
+    """A call with one answer."""
+    metadata = _metadata(context)
+    record = _Call(method.name)
+    bind(request_id=uuid.uuid4().hex, tenant=None, subject=None, task_id=None)
+    error: RpcError | None = None
+    answer = b""
+    with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
+        span.set(a2a__method=method.name, a2a__binding="grpc")
+        try:
+            _, result = await _answer(services, method, raw, context, metadata)
+            answer = encode_answer(method, result)
+        except Exception as exc:
+            error = refusal_of(exc, method.full_name)
+            span.fail(outcome_of(error))
+    record.done(error)
+    if error is not None:
+        await context.abort_with_status(error_status(error))
+    return answer
+
+
+async def _stream(
+    services: Services,
+    method: MethodDescriptor,
+    raw: bytes,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> None:
+    """A call answered with a stream of the task's events."""
+    metadata = _metadata(context)
+    record = _Call(method.name)
+    bind(request_id=uuid.uuid4().hex, tenant=None, subject=None, task_id=None)
+    error: RpcError | None = None
+    with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
+        span.set(a2a__method=method.name, a2a__binding="grpc")
+        try:
+            expires, stream = await _answer(services, method, raw, context, metadata)
+        except Exception as exc:
+            error = refusal_of(exc, method.full_name)
+            span.fail(outcome_of(error))
+    record.done(error)  # a stream's duration is up to its start, as on the HTTP edge
+    if error is not None:
+        await context.abort_with_status(error_status(error))
+    assert isinstance(stream, TaskStream)
+    await _send(services, method, stream, expires, context)
+
+
+async def _send(
+    services: Services,
+    method: MethodDescriptor,
+    stream: TaskStream,
+    expires: float,
+    context: grpc.aio.ServicerContext[Any, Any],
+) -> None:
+    """Send the stream's events until it ends, the client goes, the caller's token expires
+    (the stream ends; the client resumes with a new one), or the client takes none for
+    `write_timeout_seconds` (cut: the caller's stream slot is free again)."""
+    write_timeout = services.edge.config.streaming.write_timeout_seconds
+    first = stream.first[0] if stream.first is not None else None
+    if first is None and stream.subscription is not None:
+        first = stream.subscription.cursor + 1
+    failure: RpcError | None = None
+    cut = False
+    try:
+        await context.send_initial_metadata(((FIRST_EVENT_ID, str(first or 0)),))
+        deadline = asyncio.get_running_loop().time() + (expires - time.time())
+        async with (
+            asyncio.timeout_at(deadline),
+            contextlib.aclosing(stream.events()) as events,
+        ):
+            async for event in events:
+                if event is None:  # a heartbeat: HTTP/2 pings keep gRPC connections alive
+                    continue
+                if not await _written(context, encode_event(event[1]), write_timeout):
+                    _log.info(
+                        "gRPC stream client %s took no event for %g s; cut",
+                        context.peer(), write_timeout,
+                    )  # fmt: skip
+                    _metrics.STREAM_DROPS.inc()
+                    cut = True
+                    break
+    except TimeoutError:
+        _log.info("gRPC stream of %s ended: its gateway token expired", context.peer())
+    except Exception as exc:  # the store went away mid-stream; the client resumes
+        failure = refusal_of(exc, method.full_name)
+    finally:
+        stream.close()
+    if failure is not None:
+        await context.abort_with_status(error_status(failure))
+    if cut:  # its end waits behind what it did not read; the call is over all the same
+        await context.abort(
+            grpc.StatusCode.RESOURCE_EXHAUSTED,
+            f"The client took no event for {write_timeout:g} s ([streaming] "
+            "write_timeout_seconds); resume the stream with last-event-id",
+        )
+
+
+async def _written(
+    context: grpc.aio.ServicerContext[Any, Any], message: bytes, timeout: float
+) -> bool:
+    """Send `message`; `False` when the client took none of it within `timeout` (HTTP/2 flow
+    control holds the write: it stopped reading)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await context.write(message)
+    except TimeoutError:
+        return False
+    return True
