@@ -106,8 +106,8 @@ async def test_the_sdk_grpc_client_runs_every_method(
         assert [t.id for t in listed.tasks] == [task.id]
         with pytest.raises(TaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(tenant="echo", id=task.id), context=echo)
+        other = _context(gateway, "bob", address)
         with pytest.raises(TaskNotFoundError):  # another caller's task
-            other = _context(gateway, "bob", address)
             await client.get_task(GetTaskRequest(tenant="bob", id=task.id), context=other)
         # Push configs.
         push = TaskPushNotificationConfig(
