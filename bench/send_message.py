@@ -1,8 +1,8 @@
 """Load benchmark: authenticated SendMessage against looping-core vs the official SDK's server.
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
-                                 [--push] [--metrics] [--store sqlite|postgres]
-                                 [--python-load] [--json results.json]
+                                 [--bindings jsonrpc,grpc] [--push] [--metrics]
+                                 [--store sqlite|postgres] [--python-load] [--json results.json]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -16,6 +16,12 @@ Then it starts the official A2A Python SDK's in-memory, unauthenticated server
 requests/s, p50, p99 and the server's CPU time per request for each level; all of it `--rounds`
 times, the servers taking turns, then the median requests/s of each and the ratios. Numbers only;
 nothing is asserted.
+
+`--bindings` adds the gRPC binding (the default when grpcio is installed): the same server also
+serves `[server] grpc_port`, and after the JSON-RPC levels the same SendMessage goes over gRPC,
+from grpcio clients in this process (bench/grpc_load.py; there is no external gRPC load generator
+here), each call with its own token for the gRPC address; the peer is the SDK's gRPC server
+(`sdk_server.py PORT grpc`) driven by the same clients.
 
 Both servers get the same request: `returnImmediately: true` and no push config (the SDK server
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
@@ -143,6 +149,27 @@ async def python_load(
     p50, p99 = (latencies[min(len(latencies) - 1, int(len(latencies) * q))] for q in (0.5, 0.99))
     reused = max(0, len(latencies) - len(pool)) if pool else 0
     return Result(len(latencies), elapsed, p50 * 1000, p99 * 1000, failed, reused)
+
+
+async def grpc_bench_load(
+    request: Request, concurrency: int, seconds: int, tokens: Path | None
+) -> Result:
+    """SendMessage over gRPC at `request.url` (a `host:port`), from grpcio clients here."""
+    from grpc_load import grpc_load  # noqa: PLC0415 - the grpc extra, only when asked for
+
+    measured = await grpc_load(
+        request.url, tenant=request.tenant, push=request.push, concurrency=concurrency,
+        seconds=seconds, tokens=tokens,
+    )  # fmt: skip
+    return Result(*measured)
+
+
+def grpc_installed() -> bool:
+    try:
+        import grpc  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
 
 
 HIGH_LIMITS = """
@@ -340,7 +367,7 @@ async def settled_counts(pid: int, statements: Path) -> dict[str, int]:
 
 async def bench_looping(
     gateway: FakeGateway, workers: int, args: argparse.Namespace, load: Load, folder: Path
-) -> Measured:
+) -> dict[str, Measured]:
     with contextlib.ExitStack() as stack:
         if args.store == "postgres":
             store = stack.enter_context(throwaway_postgres())
@@ -357,15 +384,16 @@ async def _bench_looping(
     folder: Path,
     *,
     store: str,
-) -> Measured:
+) -> dict[str, Measured]:
     port = unused_port()
+    grpc_port = unused_port() if "grpc" in args.bindings else 0
     folder = folder / f"workers-{workers}"
     folder.mkdir()
     config = folder / "looping.toml"
     config.write_text(
         (ROOT / "examples" / "looping.toml").read_text()
         .replace("[server]\n", f"[server]\nworkers = {workers}\naccess_log = false\n"
-                 f'event_loop = "{args.event_loop}"\n')
+                 f'event_loop = "{args.event_loop}"\ngrpc_port = {grpc_port}\n')
         .replace("port = 8080", f"port = {port}")
         .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
@@ -388,40 +416,67 @@ async def _bench_looping(
     endpoint = f"http://127.0.0.1:{port}/a2a"
     minted = 0
 
-    def mint(seconds: int) -> Path:
-        """One token per request the run can send: `--max-rate` requests/s for `seconds`."""
-        nonlocal minted
-        minted += 1
-        path = folder / f"tokens-{minted}"
-        count = seconds * args.max_rate
-        tokens = (gateway.token(tenant="words", aud=endpoint, lifetime=900) for _ in range(count))
-        path.write_text("\n".join(tokens) + "\n")
-        return path
+    def minter(audience: str) -> Callable[[int], Path]:
+        def mint(seconds: int) -> Path:
+            """One token per request the run can send: `--max-rate` requests/s for `seconds`."""
+            nonlocal minted
+            minted += 1
+            path = folder / f"tokens-{minted}"
+            count = seconds * args.max_rate
+            tokens = (
+                gateway.token(tenant="words", aud=audience, lifetime=900) for _ in range(count)
+            )
+            path.write_text("\n".join(tokens) + "\n")
+            return path
 
+        return mint
+
+    push = gateway.push_config() if args.push else None
     try:
         await wait_ready(endpoint, server)
-        request = Request(endpoint, "words", gateway.push_config() if args.push else None)
-        label = f"looping-core ({plural(workers)})"
-        return await run_levels(
-            label, server, request, load,
-            levels=args.levels, seconds=args.seconds, mint=mint, statements=counts,
-        )  # fmt: skip
+        series: dict[str, Measured] = {}
+        if "jsonrpc" in args.bindings:
+            series[plural(workers)] = await run_levels(
+                f"looping-core ({plural(workers)})", server, Request(endpoint, "words", push),
+                load, levels=args.levels, seconds=args.seconds, mint=minter(endpoint),
+                statements=counts,
+            )  # fmt: skip
+        if grpc_port:
+            from grpc_load import wait_ready as grpc_ready  # noqa: PLC0415
+
+            address = f"127.0.0.1:{grpc_port}"
+            await grpc_ready(address)
+            series[f"gRPC, {plural(workers)}"] = await run_levels(
+                f"looping-core gRPC ({plural(workers)})", server,
+                Request(address, "words", push), grpc_bench_load,
+                levels=args.levels, seconds=args.seconds, mint=minter(address),
+                statements=counts,
+            )  # fmt: skip
+        return series
     finally:
         server.terminate()
         server.wait(timeout=30)
 
 
-async def bench_sdk(args: argparse.Namespace, load: Load) -> Measured:
+async def bench_sdk(args: argparse.Namespace, load: Load, binding: str = "jsonrpc") -> Measured:
     port = unused_port()
+    grpc = ["grpc"] if binding == "grpc" else []
     server = subprocess.Popen(
-        [sys.executable, str(HERE / "sdk_server.py"), str(port)], stderr=subprocess.DEVNULL
+        [sys.executable, str(HERE / "sdk_server.py"), str(port), *grpc], stderr=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}/"
     try:
-        await wait_ready(url, server)
+        if grpc:
+            from grpc_load import wait_ready as grpc_ready  # noqa: PLC0415
+
+            url = f"127.0.0.1:{port}"
+            await grpc_ready(url)
+        else:
+            await wait_ready(url, server)
         request = Request(url, None, None)
         return await run_levels(
-            "a2a-sdk", server, request, load,
+            "a2a-sdk" + (" gRPC" if grpc else ""), server, request,
+            grpc_bench_load if grpc else load,
             levels=args.levels, seconds=args.seconds, mint=lambda _: None,
         )  # fmt: skip
     finally:
@@ -446,6 +501,12 @@ async def main() -> None:
         type=integers,
         default=sorted({1, os.cpu_count() or 1}),
         help="looping-core server processes to measure (default: 1 and one per CPU)",
+    )
+    parser.add_argument(
+        "--bindings",
+        type=lambda text: text.split(","),
+        default=["jsonrpc", "grpc"] if grpc_installed() else ["jsonrpc"],
+        help="the bindings to measure: jsonrpc, grpc (default: both when grpcio is installed)",
     )
     parser.add_argument("--push", action="store_true", help="also push every result (ours)")
     parser.add_argument(
@@ -493,19 +554,26 @@ async def main() -> None:
             async with FakeGateway() as gateway:
                 gateway.verify_pushes = False  # the load side must not spend CPU on verifying
                 for workers in args.workers:
-                    result = await bench_looping(gateway, workers, args, load, Path(folder))
-                    runs.setdefault(plural(workers), []).append(result)
-        runs.setdefault("a2a-sdk", []).append(await bench_sdk(args, load))
+                    results = await bench_looping(gateway, workers, args, load, Path(folder))
+                    for name, result in results.items():
+                        runs.setdefault(name, []).append(result)
+        if "jsonrpc" in args.bindings:
+            runs.setdefault("a2a-sdk", []).append(await bench_sdk(args, load))
+        if "grpc" in args.bindings:
+            runs.setdefault("a2a-sdk gRPC", []).append(await bench_sdk(args, load, "grpc"))
     medians = {name: median_of(results) for name, results in runs.items()}
     print(f"\nmedian requests/s of {args.rounds} rounds, and looping-core / a2a-sdk")
-    for level in args.levels:
-        sdk = medians["a2a-sdk"][level]["rps"]
-        ours = "   ".join(
-            f"{plural(workers)} {medians[plural(workers)][level]['rps']:6.0f} ="
-            f" {medians[plural(workers)][level]['rps'] / sdk:4.2f}x"
-            for workers in args.workers
-        )
-        print(f"c={level:<3} a2a-sdk {sdk:5.0f}   looping-core {ours}")
+    for binding, prefix, peer in (("jsonrpc", "", "a2a-sdk"), ("grpc", "gRPC, ", "a2a-sdk gRPC")):
+        if binding not in args.bindings:
+            continue
+        for level in args.levels:
+            sdk = medians[peer][level]["rps"]
+            ours = "   ".join(
+                f"{plural(workers)} {medians[prefix + plural(workers)][level]['rps']:6.0f} ="
+                f" {medians[prefix + plural(workers)][level]['rps'] / sdk:4.2f}x"
+                for workers in args.workers
+            )
+            print(f"{binding:<8} c={level:<3} {peer} {sdk:5.0f}   looping-core {ours}")
     if args.json:
         series = {
             (name if name == "a2a-sdk" else f"looping-core, {name}"): points

@@ -22,6 +22,7 @@ import pytest
 from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
+from looping_core.a2a._jose import b64url_decode
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
 
@@ -33,11 +34,14 @@ Cli = Callable[..., subprocess.CompletedProcess[str]]
 KEY = {"LPT_SEND_KEY": json.dumps(generate_signing_key("agent-key"))}
 
 
-def write_config(folder: Path, port: int, gateway_port: int, origins: str | None = None) -> Path:
+def write_config(
+    folder: Path, port: int, gateway_port: int, origins: str | None = None, server: str = ""
+) -> Path:
     path = folder / "looping.toml"
     path.write_text(
         config_toml(
             port=port,
+            server=server,
             gateway_origins=json.loads(origins or f'["http://127.0.0.1:{gateway_port}"]'),
             signing_key_env="LPT_SEND_KEY",
             store_url=f"sqlite:///{folder / 'looping.db'}",
@@ -494,3 +498,43 @@ def test_a_turn_whose_model_did_not_answer_says_which_and_how_to_start_one(
     assert f"did not answer (http://127.0.0.1:{model_port}/v1)" in sent.stderr
     assert f"`looping model serve --port {model_port}`" in sent.stderr
     assert "[tenants.words.model] base_url" in sent.stderr
+
+
+def test_the_grpc_binding_from_the_cli(looping_cli: Cli, tmp_path: Path) -> None:
+    """`--binding grpc`: send, tasks and token speak gRPC to `[server] grpc_port`, with tokens
+    for the gRPC address; an agent without gRPC is named as such."""
+    port, gateway_port, grpc_port = unused_port(), unused_port(), unused_port()
+    config = write_config(tmp_path, port, gateway_port, server=f"grpc_port = {grpc_port}")
+    (tmp_path / "plain").mkdir()
+    plain = write_config(tmp_path / "plain", port, gateway_port)
+    log = tmp_path / "serve.log"
+    process = start_looping("serve", "--config", str(config), env=KEY, log=log)
+    state = ["--state", str(tmp_path / "state")]
+    grpc = ["--binding", "grpc"]
+    try:
+        wait_for_url(f"http://127.0.0.1:{port}/.well-known/jwks.json", process, log)
+        sent = looping_cli("send", "--config", str(config), *state, "--tenant", "words", *grpc,
+                           "--json", "a b c")  # fmt: skip
+        assert sent.returncode == 0, sent.stderr
+        task = json.loads(sent.stdout)
+        assert task["artifacts"][0]["parts"] == [{"text": "3"}]
+        got = looping_cli("tasks", "get", task["id"], "--config", str(config), *state,
+                          "--tenant", "words", *grpc)  # fmt: skip
+        assert json.loads(got.stdout)["id"] == task["id"]
+        listed = looping_cli("tasks", "list", "--config", str(config), *state,
+                             "--tenant", "words", *grpc)  # fmt: skip
+        assert task["id"] in [t["id"] for t in json.loads(listed.stdout)["tasks"]]
+        refused = looping_cli("tasks", "cancel", task["id"], "--config", str(config), *state,
+                              "--tenant", "words", *grpc)  # fmt: skip
+        assert refused.returncode == 1
+        assert "the agent refused: Task cannot be canceled [9]" in refused.stderr
+        minted = looping_cli("token", "--config", str(config), *state, "--tenant", "words",
+                             *grpc, "--lifetime", "120")  # fmt: skip
+        claims = json.loads(b64url_decode(minted.stdout.strip().split(".")[1]))
+        assert claims["aud"] == f"127.0.0.1:{grpc_port}"
+    finally:
+        stop(process)
+    without = looping_cli("tasks", "list", "--config", str(plain), *state, "--tenant", "words",
+                          *grpc)  # fmt: skip
+    assert without.returncode == 1
+    assert "this agent serves no gRPC; set [server] grpc_port" in without.stderr

@@ -66,8 +66,8 @@ class Stream:
         self.call = call
 
     async def first_id(self) -> int:
-        metadata = dict(await self.call.initial_metadata())
-        return int(metadata[FIRST_EVENT_ID])
+        metadata = await self.call.initial_metadata()
+        return int(metadata.get(FIRST_EVENT_ID))
 
     async def next(self) -> dict[str, Any]:
         message = await self.call.read()
