@@ -24,7 +24,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from aiohttp import web
 from google.protobuf.descriptor import MethodDescriptor
 
 from looping_core import _metrics, _tracing
-from looping_core._logs import bind
+from looping_core._logs import bind, current
 from looping_core.a2a import RpcError
 from looping_core.a2a.internal import InvalidParams, RpcCall, method_not_found
 from looping_core.a2a.protobuf import SERVICE_NAME, service
@@ -46,6 +46,7 @@ from looping_core.server._grpc_wire import (
     encode_answer,
     encode_event,
     error_status,
+    status_code_of,
 )
 from looping_core.server._listening import KEEPALIVE_TIMEOUT_SECONDS, SHUTDOWN_TIMEOUT_SECONDS
 from looping_core.server._refusals import outcome_of, refusal_of
@@ -142,20 +143,62 @@ def _handler(services: Services) -> grpc.GenericRpcHandler:
     return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
+_access = logging.getLogger("looping_core.grpc.access")
+
+
 @attrs.define
 class _Call:
-    """One call's record, for its span, its metrics and its log lines."""
+    """One call's record, for its span, its metrics and its access line."""
 
     method: str
+    peer: str
     started: float = attrs.field(factory=time.perf_counter)
-    outcome: str = "ok"
+    error: RpcError | None = None
 
-    def done(self, error: RpcError | None = None) -> None:
-        if error is not None:
-            self.outcome = outcome_of(error)
-        _metrics.REQUESTS.inc(binding="grpc", method=self.method, outcome=self.outcome)
+    @property
+    def outcome(self) -> str:
+        return "ok" if self.error is None else outcome_of(self.error)
+
+    def done(self, access_log: bool) -> None:
+        """Count it; with `[server] access_log`, one line: peer, method, status, latency."""
         seconds = time.perf_counter() - self.started
+        _metrics.REQUESTS.inc(binding="grpc", method=self.method, outcome=self.outcome)
         _metrics.REQUEST_SECONDS.observe(seconds, binding="grpc", method=self.method)
+        if access_log:
+            status = "OK" if self.error is None else status_code_of(self.error).name
+            fields = {"remote": self.peer, "method": self.method, "status": status,
+                      "duration_ms": round(seconds * 1000, 2)}  # fmt: skip
+            _access.info(
+                '%s "gRPC %s" %s %.2fms', self.peer, self.method, status, seconds * 1000,
+                extra=fields,
+            )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _observed(
+    services: Services, method: MethodDescriptor, metadata: Mapping[str, str], peer: str
+) -> Iterator[_Call]:
+    """The call's log context, its span (a child of the caller's `traceparent`), its metrics
+    and its access line; the block sets `error` when it refuses the call."""
+    record = _Call(method.name, peer)
+    bind(request_id=uuid.uuid4().hex, tenant=None, subject=None, task_id=None)
+    with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
+        yield record
+        if span.recording:
+            facts = current()
+            span.set(
+                a2a__method=method.name,
+                a2a__binding="grpc",
+                rpc__system="grpc",
+                rpc__service=SERVICE_NAME,
+                rpc__method=method.name,
+                looping__request_id=facts.get("request_id"),
+                a2a__tenant=facts.get("tenant"),
+                a2a__task_id=facts.get("task_id"),
+            )
+            if record.error is not None:
+                span.fail(record.outcome)
+    record.done(services.edge.config.server.access_log)
 
 
 def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
@@ -215,21 +258,15 @@ async def _unary(
 ) -> bytes:
     """A call with one answer."""
     metadata = _metadata(context)
-    record = _Call(method.name)
-    bind(request_id=uuid.uuid4().hex, tenant=None, subject=None, task_id=None)
-    error: RpcError | None = None
     answer = b""
-    with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
-        span.set(a2a__method=method.name, a2a__binding="grpc")
+    with _observed(services, method, metadata, context.peer()) as record:
         try:
             _, result = await _answer(services, method, raw, context, metadata)
             answer = encode_answer(method, result)
         except Exception as exc:
-            error = refusal_of(exc, method.full_name)
-            span.fail(outcome_of(error))
-    record.done(error)
-    if error is not None:
-        await context.abort_with_status(error_status(error))
+            record.error = refusal_of(exc, method.full_name)
+    if record.error is not None:
+        await context.abort_with_status(error_status(record.error))
     return answer
 
 
@@ -239,21 +276,16 @@ async def _stream(
     raw: bytes,
     context: grpc.aio.ServicerContext[Any, Any],
 ) -> None:
-    """A call answered with a stream of the task's events."""
+    """A call answered with a stream of the task's events (its span, metrics and access line
+    cover its start, as on the HTTP edge)."""
     metadata = _metadata(context)
-    record = _Call(method.name)
-    bind(request_id=uuid.uuid4().hex, tenant=None, subject=None, task_id=None)
-    error: RpcError | None = None
-    with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
-        span.set(a2a__method=method.name, a2a__binding="grpc")
+    with _observed(services, method, metadata, context.peer()) as record:
         try:
             expires, stream = await _answer(services, method, raw, context, metadata)
         except Exception as exc:
-            error = refusal_of(exc, method.full_name)
-            span.fail(outcome_of(error))
-    record.done(error)  # a stream's duration is up to its start, as on the HTTP edge
-    if error is not None:
-        await context.abort_with_status(error_status(error))
+            record.error = refusal_of(exc, method.full_name)
+    if record.error is not None:
+        await context.abort_with_status(error_status(record.error))
     assert isinstance(stream, TaskStream)
     await _send(services, method, stream, expires, context)
 
