@@ -31,6 +31,7 @@ __all__ = [
     "RateLimited",
     "RequestTimeout",
     "RpcError",
+    "TaskGenerationMismatch",
     "TaskNotCancelable",
     "TaskNotFound",
     "TooManyStreams",
@@ -126,6 +127,10 @@ class VersionNotSupported(RpcError):
     """The `A2A-Version` is not one this endpoint speaks."""
 
 
+class TaskGenerationMismatch(RpcError):
+    """A send's `ifGenerationMatch` is not the task's generation (A2A 1.1 draft, `-32010`)."""
+
+
 class Unauthenticated(RpcError):
     """The gateway token is missing or failed a check (HTTP 401)."""
 
@@ -204,6 +209,10 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
         -32008, "EXTENSION_SUPPORT_REQUIRED", "Extension support required"
     ),
     VersionNotSupported: ErrorSpec(-32009, "VERSION_NOT_SUPPORTED", "Version not supported"),
+    # The A2A 1.1 draft's (branch dev-1.1): HTTP 409 and gRPC ABORTED.
+    TaskGenerationMismatch: ErrorSpec(
+        -32010, "TASK_GENERATION_MISMATCH", "Task generation mismatch", rest=(409, "ABORTED")
+    ),
     # Not A2A errors: the transport's own refusals, in the implementation-defined -32000.
     Unauthenticated: ErrorSpec(
         -32000, "UNAUTHENTICATED", "Unauthenticated", http_status=401, domain=LOOPING_DOMAIN,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import enum
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NewType
 
 import attrs
 
@@ -31,6 +31,7 @@ __all__ = [
     "GetTaskPushNotificationConfigRequest",
     "GetTaskRequest",
     "HttpAuthSecurityScheme",
+    "Int64",
     "ListTaskPushNotificationConfigsRequest",
     "ListTaskPushNotificationConfigsResponse",
     "ListTasksRequest",
@@ -52,6 +53,9 @@ __all__ = [
     "TaskStatus",
     "TaskStatusUpdateEvent",
 ]
+
+Int64 = NewType("Int64", int)
+"""A proto `int64`: a JSON string in ProtoJSON (a number is read too)."""
 
 
 @attrs.frozen
@@ -242,6 +246,9 @@ class Task:
     artifacts: tuple[Artifact, ...] = ()
     history: tuple[Message, ...] = ()
     metadata: Mapping[str, Any] | None = None
+    generation: Int64 = Int64(0)
+    """A2A 1.1 draft: 1 when the task was created, one more per event since; 0 (left out):
+    not given (A2A 1.0)."""
 
 
 @attrs.frozen
@@ -266,6 +273,8 @@ class SendMessageConfiguration:
     task_push_notification_config: TaskPushNotificationConfig | None = None
     history_length: int | None = None
     return_immediately: bool = False
+    if_generation_match: Int64 | None = None
+    """A2A 1.1 draft: refuse a message to a task whose generation is another."""
 
 
 @attrs.frozen
@@ -281,6 +290,8 @@ class GetTaskRequest:
     id: str
     tenant: str = ""
     history_length: int | None = None
+    current_generation: Int64 | None = None
+    """A2A 1.1 draft: hold the call until the task's generation passes this one."""
 
 
 @attrs.frozen
@@ -360,6 +371,8 @@ class TaskStatusUpdateEvent:
     context_id: str
     status: TaskStatus
     metadata: Mapping[str, Any] | None = None
+    generation: Int64 = Int64(0)
+    """A2A 1.1 draft: the task's generation after this update."""
 
 
 @attrs.frozen
@@ -373,6 +386,8 @@ class TaskArtifactUpdateEvent:
     append: bool = False
     last_chunk: bool = False
     metadata: Mapping[str, Any] | None = None
+    generation: Int64 = Int64(0)
+    """A2A 1.1 draft: the task's generation after this update."""
 
 
 @attrs.frozen

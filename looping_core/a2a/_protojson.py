@@ -25,6 +25,7 @@ from looping_core._strict import (
     register_strict_primitives,
     structure_int,
 )
+from looping_core.a2a._models import Int64
 
 __all__ = ["WireError", "camel", "from_wire", "to_wire"]
 
@@ -73,6 +74,19 @@ def _structure_int32(value: object, type_: type) -> int:
     return number
 
 
+_INT64 = range(-(2**63), 2**63)
+
+
+def _structure_int64(value: object, _: type) -> int:
+    """A proto `int64`: ProtoJSON writes it as a decimal string; a JSON number is read too."""
+    if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
+        value = int(value)
+    number = structure_int(value, int)
+    if number not in _INT64:
+        raise ValueError("expected an integer between -2^63 and 2^63 - 1 (int64)")
+    return number
+
+
 def _structure_bytes(value: object, _: type) -> bytes:
     """ProtoJSON bytes: base64, standard or URL-safe alphabet, padding optional."""
     if not isinstance(value, str):
@@ -105,6 +119,8 @@ def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter()
     register_strict_primitives(converter)
     converter.register_structure_hook(int, _structure_int32)
+    converter.register_structure_hook(Int64, _structure_int64)
+    converter.register_unstructure_hook(Int64, str)
     # Enums by name, registered both ways: cattrs 24.1 finds enums by class (its own
     # hook for `Enum` shadows a predicate), later releases by predicate first.
     is_enum = lambda t: isinstance(t, type) and issubclass(t, enum.Enum)  # noqa: E731

@@ -65,6 +65,9 @@ class ServerConfig:
     without one, over plain HTTP/2 (h2c), like the HTTP edge behind its gateway."""
     grpc_tls_private_key: str | None = None
     """The PEM private key file of `grpc_tls_certificate`."""
+    a2a_1_1_draft: bool = False
+    """Answer calls that send `A2A-Version: 1.1` with what the A2A 1.1 draft has merged so far
+    (task generations, long-polling GetTask, `ifGenerationMatch`); off: as 1.0."""
 
     @property
     def base_url(self) -> str:

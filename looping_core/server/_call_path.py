@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from looping_core.store.internal import TaskStore
 
 __all__ = [
+    "DRAFT_VERSION",
     "SUPPORTED_MAJOR",
     "CallContext",
     "Caller",
@@ -69,6 +70,13 @@ class CallContext:
     runner: Runner
     last_event_id: str | None = None
     """Where a client resuming a stream left off (`Last-Event-ID`)."""
+    version: str = "1.0"
+    """The A2A version the call is answered in (`check_version`)."""
+
+    @property
+    def generations(self) -> bool:
+        """Whether tasks and events carry their generation (the A2A 1.1 draft)."""
+        return self.version == DRAFT_VERSION
 
 
 async def authenticate(
@@ -111,8 +119,14 @@ async def authenticate(
     return Caller(identity, verified.expires + policy.leeway_seconds)
 
 
-def check_version(version: str | None) -> None:
-    """The `A2A-Version` the client sent (none: 0.3, as the spec says) must be a 1.x."""
+DRAFT_VERSION = "1.1"
+"""The A2A version whose draft (branch dev-1.1) `[server] a2a_1_1_draft` answers."""
+
+
+def check_version(version: str | None, *, draft_1_1: bool = False) -> str:
+    """The `A2A-Version` the client sent (none: 0.3, as the spec says) must be a 1.x. Returns
+    the version the call is answered in: `1.1` (the draft's task generations) when the client
+    asks for it and `draft_1_1` (`[server] a2a_1_1_draft`) is on, else `1.0`."""
     version = version or "0.3"
     major, _, _ = version.strip().partition(".")
     if major != SUPPORTED_MAJOR:
@@ -121,6 +135,7 @@ def check_version(version: str | None) -> None:
             "(send the header A2A-Version: 1.0)",
             metadata={"requestedVersion": version, "supportedVersions": "1.0"},
         )
+    return DRAFT_VERSION if draft_1_1 and version.strip() == DRAFT_VERSION else "1.0"
 
 
 async def call_method(
@@ -130,9 +145,10 @@ async def call_method(
     method: Method,
     *,
     last_event_id: str | None = None,
+    version: str = "1.0",
 ) -> Any:
     """Count the call against the caller's rates, parse its params into the method's type and
-    run its handler (every binding)."""
+    run its handler (every binding), in A2A `version` (`check_version`)."""
     services.limits.check_rate(identity)
     params = parse_params(call, method)
     task_id = _task_named(params)
@@ -144,6 +160,7 @@ async def call_method(
         store=services.store,
         runner=services.runner,
         last_event_id=last_event_id,
+        version=version,
     )
     return await method.handler(context, params)
 

@@ -112,7 +112,10 @@ async def _dispatch(
     identity = await authenticate_request(
         request, services, tenant if named else None, edge.policies["jsonrpc"]
     )
-    check_version(request.headers.get("A2A-Version") or request.query.get("A2A-Version"))
+    version = check_version(
+        request.headers.get("A2A-Version") or request.query.get("A2A-Version"),
+        draft_1_1=edge.config.server.a2a_1_1_draft,
+    )
     if not named:
         raise InvalidParams(
             "params.tenant is required: this endpoint serves several agents and has no default",
@@ -126,8 +129,9 @@ async def _dispatch(
             violations=[("params.tenant", "not an agent served here")],
         )
     return await call_method(
-        services, identity, call, method, last_event_id=request.headers.get("Last-Event-ID")
-    )
+        services, identity, call, method,
+        last_event_id=request.headers.get("Last-Event-ID"), version=version,
+    )  # fmt: skip
 
 
 async def authenticate_request(

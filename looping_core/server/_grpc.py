@@ -230,7 +230,7 @@ async def _answer(
         tenant=tenant if named else None,
         policy=edge.policies["grpc"],
     )
-    check_version(metadata.get("a2a-version"))
+    version = check_version(metadata.get("a2a-version"), draft_1_1=edge.config.server.a2a_1_1_draft)
     if not named:
         raise InvalidParams(
             "tenant is required: this endpoint serves several agents and has no default",
@@ -245,8 +245,9 @@ async def _answer(
         )
     call = RpcCall(id=None, method=method.name, params=params)
     result = await call_method(
-        services, caller.identity, call, handler, last_event_id=metadata.get(LAST_EVENT_ID)
-    )
+        services, caller.identity, call, handler,
+        last_event_id=metadata.get(LAST_EVENT_ID), version=version,
+    )  # fmt: skip
     return caller.expires, result
 
 

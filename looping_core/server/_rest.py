@@ -139,7 +139,10 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     identity = await authenticate_request(
         request, services, tenant if named else None, edge.policies["http+json"]
     )
-    check_version(request.headers.get("A2A-Version") or request.query.get("A2A-Version"))
+    version = check_version(
+        request.headers.get("A2A-Version") or request.query.get("A2A-Version"),
+        draft_1_1=edge.config.server.a2a_1_1_draft,
+    )
     if not named:
         raise InvalidParams(
             "The tenant goes first in the path: this endpoint serves several agents and has no "
@@ -158,7 +161,7 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
     call = RpcCall(id=None, method=route.method, params=params)
     result = await call_method(
         services, identity, call, services.methods[route.method],
-        last_event_id=request.headers.get("Last-Event-ID"),
+        last_event_id=request.headers.get("Last-Event-ID"), version=version,
     )  # fmt: skip
     if isinstance(result, TaskStream):
         return await write_stream(

@@ -17,7 +17,6 @@ from a2a.client import ClientConfig, create_client
 from a2a.types import Message, Part, Role, SendMessageRequest, Task, TaskState
 from google.protobuf.json_format import MessageToDict, ParseDict
 from google.protobuf.struct_pb2 import Struct, Value
-from test_bindings import read_events
 
 from looping_core.agent import ModelRequest
 from looping_core.content import TextBlock, ToolResultMessage, UserMessage
@@ -68,7 +67,7 @@ async def payer(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
     server = ModelServer(FunctionModel(_payer))
     await server.start()
     try:
-        async with serving(gateway, extra=TENANT.format(url=server.base_url)) as running:
+        async with serving(gateway, extra=TENANT.format(url=server.base_url), grpc=True) as running:
             yield running
     finally:
         await server.stop()
@@ -209,10 +208,7 @@ async def test_a_stream_sees_the_pending_calls(
         "message": message("pay big"),
         "configuration": {"taskPushNotificationConfig": binding.gateway.push_config()},
     }
-    verb, url, body = binding.stream_request("SendStreamingMessage", params, "payer")
-    headers = binding.headers("payer", "caller", None)
-    async with session.request(verb, url, json=body, headers=headers) as response:
-        events = [binding.event_result(data) for _, data in await read_events(response)]
+    events = await binding.stream("SendStreamingMessage", params, tenant="payer")
     last = events[-1]["statusUpdate"]["status"]
     assert last["state"] == "TASK_STATE_INPUT_REQUIRED"
     [part] = last["message"]["parts"]

@@ -6,7 +6,6 @@ Server-sent events are the JSON bindings' (gRPC streams have tests of their own)
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -20,7 +19,7 @@ from google.protobuf.json_format import ParseDict
 from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
-from support.bindings import BINDINGS, JSON_BINDINGS, Binding, message
+from support.bindings import BINDINGS, JSON_BINDINGS, Binding, message, read_sse_events
 from support.serving import RunningAgent, start_agent
 
 ERROR_STATUS = {  # the HTTP status of each error in each binding
@@ -251,21 +250,6 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield opened
 
 
-async def read_events(response: aiohttp.ClientResponse) -> list[tuple[str | None, Any]]:
-    events, fields = [], {}
-    async for raw in response.content:
-        line = raw.decode().rstrip("\n")
-        if not line:
-            if "data" in fields:
-                events.append((fields.get("id"), json.loads(fields["data"])))
-            fields = {}
-            continue
-        if not line.startswith(":"):
-            name, _, value = line.partition(":")
-            fields[name] = value.removeprefix(" ")
-    return events
-
-
 async def test_streaming_and_resuming_in_both_json_bindings(
     json_binding: Binding, session: aiohttp.ClientSession
 ) -> None:
@@ -290,7 +274,7 @@ async def test_streaming_and_resuming_in_both_json_bindings(
     async with session.request(
         verb, url, json=body, headers={**headers, "Last-Event-ID": "0"}
     ) as response:
-        events = await read_events(response)
+        events = await read_sse_events(response)
     results = [binding.event_result(data) for _, data in events]
     assert [int(seq or -1) for seq, _ in events] == list(range(1, len(events) + 1))
     assert "task" not in results[0]

@@ -78,7 +78,18 @@ def rows(agent: RunningAgent, table: str) -> int:
 
 
 def throttled(binding: Binding, answer: Answer, reason: str) -> dict[str, str]:
-    """The refusal as both bindings carry it; its ErrorInfo's metadata."""
+    """The refusal as every binding carries it; its ErrorInfo's metadata."""
+    if binding.name == "grpc":  # RESOURCE_EXHAUSTED, when to retry in a RetryInfo
+        assert answer.status == 8, answer.body
+        assert answer.reason == reason, answer.body
+        info, retry = answer.body["details"]
+        assert retry["@type"] == "type.googleapis.com/google.rpc.RetryInfo"
+        seconds = retry["retryDelay"].removesuffix("s")
+        assert seconds == info["metadata"]["retryAfterSeconds"] == answer.headers["Retry-After"]
+        assert int(seconds) >= 1
+        assert info["domain"] == "looping-core"
+        grpc_metadata: dict[str, str] = info["metadata"]
+        return grpc_metadata
     assert answer.status == 429, answer.body
     assert answer.reason == reason, answer.body
     retry_after = answer.headers["Retry-After"]
@@ -101,8 +112,9 @@ async def test_a_caller_past_its_rate_is_refused_and_writes_nothing(
     gateway: FakeGateway, binding_name: str
 ) -> None:
     async with serving(
-        gateway, extra=RATES.replace("tenant_requests_per_second = 0.1", "")
-    ) as agent:
+        gateway, extra=RATES.replace("tenant_requests_per_second = 0.1", ""),
+        grpc=binding_name == "grpc",
+    ) as agent:  # fmt: skip
         binding = BINDINGS[binding_name](agent, gateway)
         for _ in range(3):  # the burst
             assert (await binding.call("ListTasks", {}, tenant="alice")).ok
@@ -120,8 +132,9 @@ async def test_a_tenants_callers_together_are_held_to_its_rate(
     gateway: FakeGateway, binding_name: str
 ) -> None:
     async with serving(
-        gateway, extra=RATES.replace("caller_requests_per_second = 0.1", "")
-    ) as agent:
+        gateway, extra=RATES.replace("caller_requests_per_second = 0.1", ""),
+        grpc=binding_name == "grpc",
+    ) as agent:  # fmt: skip
         binding = BINDINGS[binding_name](agent, gateway)
         for subject in ("one", "two", "three"):
             assert (await binding.call("ListTasks", {}, tenant="alice", subject=subject)).ok
@@ -148,7 +161,7 @@ async def test_a_refused_request_takes_nothing_from_the_other_bucket(gateway: Fa
 async def test_turns_past_the_callers_and_the_tenants_limit_are_refused_before_any_write(
     gateway: FakeGateway, binding_name: str
 ) -> None:
-    async with serving(gateway, extra=TURNS) as agent:
+    async with serving(gateway, extra=TURNS, grpc=binding_name == "grpc") as agent:
         binding = BINDINGS[binding_name](agent, gateway)
         keys = [uuid.uuid4().hex for _ in range(3)]
         first_id = str(uuid.uuid4())

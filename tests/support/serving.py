@@ -138,11 +138,17 @@ async def start_agent(
 
 @contextlib.asynccontextmanager
 async def serving(
-    gateway: LocalGateway, *, extra: str = "", store_url: str | None = None, server: str = ""
+    gateway: LocalGateway,
+    *,
+    extra: str = "",
+    store_url: str | None = None,
+    server: str = "",
+    grpc: bool = False,
 ) -> AsyncIterator[RunningAgent]:
-    """`start_agent` behind `gateway` (which then trusts the agent's JWKS), stopped at the end."""
+    """`start_agent` behind `gateway` (which then trusts the agent's JWKS), stopped at the end;
+    `grpc` serves the gRPC binding too."""
     agent, listener = await start_agent(
-        [gateway.origin], store_url=store_url, extra=extra, server=server
+        [gateway.origin], store_url=store_url, extra=extra, server=server, grpc=grpc
     )
     gateway.agent_jwks_url = agent.base_url + "/.well-known/jwks.json"
     try:
