@@ -53,6 +53,9 @@ async def accept(context: CallContext, params: SendMessageRequest) -> TurnStart:
             begin=reserved,
             limits=limits.turns[context.identity.tenant],
             decisions=decisions,
+            generations=context.generations,
+            # The A2A 1.1 draft's guard; in 1.0 the field is not there to heed.
+            if_generation=configuration.if_generation_match if context.generations else None,
         )
     except BaseException:
         if reserved:

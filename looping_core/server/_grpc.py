@@ -40,7 +40,12 @@ from looping_core.a2a import RpcError
 from looping_core.a2a.internal import InvalidParams, RpcCall, method_not_found
 from looping_core.a2a.protobuf import SERVICE_NAME, service
 from looping_core.config import Config
-from looping_core.server._call_path import authenticate, call_method, check_version
+from looping_core.server._call_path import (
+    DRAFT_VERSION,
+    authenticate,
+    call_method,
+    check_version,
+)
 from looping_core.server._grpc_wire import (
     decode_request,
     encode_answer,
@@ -210,6 +215,17 @@ def _metadata(context: grpc.aio.ServicerContext[Any, Any]) -> dict[str, str]:
     return found
 
 
+def _in_version(
+    services: Services, method: MethodDescriptor, metadata: Mapping[str, str]
+) -> MethodDescriptor:
+    """The method as the call's version has it: the A2A 1.1 draft's proto (task generations)
+    for a call that asks for 1.1 while `[server] a2a_1_1_draft` is on, else 1.0's."""
+    asked = metadata.get("a2a-version", "").strip()
+    if asked == DRAFT_VERSION and services.edge.config.server.a2a_1_1_draft:
+        return service(draft=True).methods_by_name[method.name]
+    return method
+
+
 async def _answer(
     services: Services,
     method: MethodDescriptor,
@@ -259,6 +275,7 @@ async def _unary(
 ) -> bytes:
     """A call with one answer."""
     metadata = _metadata(context)
+    method = _in_version(services, method, metadata)
     answer = b""
     with _observed(services, method, metadata, context.peer()) as record:
         try:
@@ -280,6 +297,7 @@ async def _stream(
     """A call answered with a stream of the task's events (its span, metrics and access line
     cover its start, as on the HTTP edge)."""
     metadata = _metadata(context)
+    method = _in_version(services, method, metadata)
     with _observed(services, method, metadata, context.peer()) as record:
         try:
             expires, stream = await _answer(services, method, raw, context, metadata)
@@ -317,7 +335,7 @@ async def _send(
             async for event in events:
                 if event is None:  # a heartbeat: HTTP/2 pings keep gRPC connections alive
                     continue
-                if not await _written(context, encode_event(event[1]), write_timeout):
+                if not await _written(context, encode_event(method, event[1]), write_timeout):
                     _log.info(
                         "gRPC stream client %s took no event for %g s; cut",
                         context.peer(), write_timeout,

@@ -13,15 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 import grpc
-from google.protobuf import any_pb2, json_format
-from google.protobuf.descriptor import MethodDescriptor
+from google.protobuf import any_pb2, json_format, message_factory
+from google.protobuf.descriptor import Descriptor, MethodDescriptor
 from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from looping_core.a2a import RateLimited, RpcError, TooManyTurns, Unavailable
 from looping_core.a2a.internal import InvalidRequest, spec_of
-from looping_core.a2a.protobuf import PACKAGE, message_class
 from looping_core.server._answers import wire_result
 from looping_core.server._refusals import RETRY_AFTER_SECONDS
 
@@ -30,7 +29,7 @@ __all__ = ["decode_request", "encode_answer", "encode_event", "error_status", "s
 
 def decode_request(method: MethodDescriptor, raw: bytes) -> dict[str, Any]:
     """The request's params as ProtoJSON (what a JSON-RPC call's `params` would be)."""
-    request = message_class(method.input_type.full_name)()
+    request = _class_of(method.input_type)()
     try:
         request.ParseFromString(raw)
     except DecodeError:
@@ -39,6 +38,12 @@ def decode_request(method: MethodDescriptor, raw: bytes) -> dict[str, Any]:
         ) from None
     params = json_format.MessageToDict(request)
     return _whole_numbers(params)  # type: ignore[no-any-return]
+
+
+def _class_of(descriptor: Descriptor) -> type[Message]:
+    """The message class of a descriptor of either proto (each has its own pool)."""
+    cls: Any = message_factory.GetMessageClass(descriptor)
+    return cls  # type: ignore[no-any-return]
 
 
 def _whole_numbers(value: Any) -> Any:
@@ -55,14 +60,14 @@ def _whole_numbers(value: Any) -> Any:
 
 def encode_answer(method: MethodDescriptor, value: Any) -> bytes:
     """A handler's answer as the method's response message (serialized)."""
-    message = message_class(method.output_type.full_name)()
+    message = _class_of(method.output_type)()
     json_format.ParseDict(wire_result(value), message)
     return message.SerializeToString()
 
 
-def encode_event(body: str) -> bytes:
-    """A stored event (a `StreamResponse`'s JSON) as the message a stream sends."""
-    message = message_class(f"{PACKAGE}.StreamResponse")()
+def encode_event(method: MethodDescriptor, body: str) -> bytes:
+    """A stored event (a `StreamResponse`'s JSON) as the message `method`'s stream sends."""
+    message = _class_of(method.output_type)()
     json_format.Parse(body, message)
     return message.SerializeToString()
 

@@ -34,6 +34,12 @@ from looping_core.a2a.internal import (
 )
 from looping_core.server._accepting import accept
 from looping_core.server._call_path import CallContext
+from looping_core.server._generations import (
+    current_task,
+    generation_of,
+    trim_history,
+    with_generation,
+)
 from looping_core.server._param_checks import (
     check_history_length,
     check_ids,
@@ -45,12 +51,6 @@ from looping_core.server._stream_methods import send_streaming_message, subscrib
 __all__ = ["METHODS"]
 
 
-def _trim(task: Task, history_length: int | None) -> Task:
-    if history_length is None:
-        return task
-    return attrs.evolve(task, history=task.history[-history_length:] if history_length else ())
-
-
 async def get_extended_agent_card(
     context: CallContext, params: GetExtendedAgentCardRequest
 ) -> SignedCard:
@@ -60,22 +60,34 @@ async def get_extended_agent_card(
 
 async def send_message(context: CallContext, params: SendMessageRequest) -> SendMessageResponse:
     """Start a task (or continue an interrupted one) exactly once per messageId."""
-    task = (await accept(context, params)).task
+    start = await accept(context, params)
+    task = start.task
     configuration = params.configuration or SendMessageConfiguration()
     if not configuration.return_immediately:
         store, runner = context.store, context.runner
         tenant = context.services.edge.config.tenants[context.identity.tenant]
         await runner.wait_settled(task.id, tenant.max_wait_seconds)
+        generation = await generation_of(context, task.id) if context.generations else 0
         answer = await store.answer(context.identity, task.id, configuration.history_length)
         if isinstance(answer, Message):
             return SendMessageResponse(message=answer)
+        if context.generations:
+            answer = with_generation(answer, generation - 1)
         return SendMessageResponse(task=answer)
-    return SendMessageResponse(task=_trim(task, configuration.history_length))
+    if context.generations:
+        task = with_generation(task, start.generation - 1)
+    return SendMessageResponse(task=trim_history(task, configuration.history_length))
 
 
 async def get_task(context: CallContext, params: GetTaskRequest) -> Task:
+    """The caller's task; in 1.1, with its generation, held while `currentGeneration` is
+    current (a long-poll)."""
     check_ids(("params.id", params.id, True))
     check_history_length(params.history_length, "params.historyLength")
+    if context.generations:
+        return await current_task(
+            context, params.id, params.history_length, params.current_generation
+        )
     return await context.store.get(context.identity, params.id, params.history_length)
 
 
@@ -84,7 +96,8 @@ async def list_tasks(context: CallContext, params: ListTasksRequest) -> ListTask
         raise invalid("params.pageSize", "must be between 1 and 100")
     check_ids(("params.contextId", params.context_id, False))
     check_history_length(params.history_length, "params.historyLength")
-    response = await context.store.list_tasks(context.identity, params)
+    generations = context.generations
+    response = await context.store.list_tasks(context.identity, params, generations=generations)
     if params.include_artifacts:
         return response
     tasks = tuple(attrs.evolve(task, artifacts=()) for task in response.tasks)
@@ -97,6 +110,8 @@ async def cancel_task(context: CallContext, params: CancelTaskRequest) -> Task:
     words = runner.canceled_message(context.identity.tenant)
     task, _ = await context.store.cancel(context.identity, params.id, words)
     await runner.cancel(params.id)  # wherever it runs
+    if context.generations:  # it ended: its generation is the one the cancel gave it
+        return with_generation(task, await generation_of(context, params.id) - 1)
     return task
 
 

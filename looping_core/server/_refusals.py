@@ -14,6 +14,7 @@ from looping_core.a2a.internal import (
     InternalError,
     InvalidParams,
     RequestTimeout,
+    TaskGenerationMismatch,
     TaskNotCancelable,
     TaskNotFound,
     Unauthenticated,
@@ -89,6 +90,11 @@ _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = 
     store.TooManyTurns: too_many_turns,
     store.ApprovalRefused: lambda e: InvalidParams(
         f"params.message: {e}", violations=[("params.message", str(e))]
+    ),
+    store.GenerationMismatch: lambda e: TaskGenerationMismatch(
+        f"The task is at generation {e.generation}, not the one ifGenerationMatch names; read "
+        "it again (GetTask) and decide again",
+        metadata={"taskId": e.task_id, "generation": str(e.generation)},
     ),
     store.ContextMismatch: lambda e: InvalidParams(
         "params.message.contextId does not match the task's context",

@@ -63,6 +63,7 @@ _QUERY: Mapping[str, Callable[[str], Any]] = {
     "status": str,
     "statusTimestampAfter": str,
     "includeArtifacts": _boolean,
+    "currentGeneration": str,  # the A2A 1.1 draft's (an int64: ProtoJSON reads its text)
 }
 """Query parameters (§11.5) and how each becomes its JSON value; others are ignored."""
 

@@ -16,6 +16,7 @@ from looping_core.a2a.internal import (
 )
 from looping_core.server._accepting import accept
 from looping_core.server._call_path import CallContext
+from looping_core.server._generations import with_generation
 from looping_core.server._param_checks import check_ids
 from looping_core.server._streams import EventHub, TaskStream
 from looping_core.store.internal import TaskStore
@@ -88,11 +89,16 @@ async def _task_stream(
                 "The task has ended, so it has no more events to stream; GetTask returns it",
                 metadata={"taskId": task_id},
             )
+        if context.generations:
+            task = with_generation(task, cursor)
         first = (cursor, json.dumps(to_wire(StreamResponse(task=task)), separators=(",", ":")))
         if state.is_terminal or state.is_interrupted:
             release()
-            return TaskStream(hub, None, first, heartbeat)
-        return TaskStream(hub, hub.subscribe(task_id, cursor), first, heartbeat, release)
+            return TaskStream(hub, None, first, heartbeat, generations=context.generations)
+        subscription = hub.subscribe(task_id, cursor)
+        return TaskStream(
+            hub, subscription, first, heartbeat, release, generations=context.generations
+        )
     state, cursor = await store.latest_event(context.identity, task_id)
     if after > cursor:
         raise InvalidParams(
@@ -112,7 +118,8 @@ async def _task_stream(
             "([retention] events_after_seconds); GetTask returns it",
             metadata={"taskId": task_id},
         )
-    return TaskStream(hub, hub.subscribe(task_id, after), None, heartbeat, release)
+    subscription = hub.subscribe(task_id, after)
+    return TaskStream(hub, subscription, None, heartbeat, release, generations=context.generations)
 
 
 async def _events_kept_after(store: TaskStore, task_id: str, after: int) -> bool:

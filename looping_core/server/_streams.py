@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable
@@ -28,7 +29,7 @@ from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
 from looping_core.store.internal import StoreUnavailable, TaskEvent, TaskStore
 
-__all__ = ["EventHub", "Subscription", "TaskStream"]
+__all__ = ["EventHub", "Subscription", "TaskStream", "with_generation"]
 
 _log = logging.getLogger("looping_core.streams")
 
@@ -36,6 +37,17 @@ NOTIFIED_POLL_FACTOR = 10
 """Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
 OUTAGE_PAUSE_SECONDS = 0.5
 """How often streams look again while the store is out of reach."""
+
+
+def with_generation(body: str, seq: int) -> str:
+    """A stored event (a `StreamResponse`'s JSON) with the task's generation after it: one more
+    than its number, since a task is at generation 1 before its first event (A2A 1.1 draft;
+    `int64`, so a string in ProtoJSON)."""
+    event = json.loads(body)
+    for member in ("statusUpdate", "artifactUpdate"):
+        if member in event:
+            event[member]["generation"] = str(seq + 1)
+    return json.dumps(event, separators=(",", ":"))
 
 
 class _End(Exception):
@@ -160,6 +172,18 @@ class EventHub:
         self.written(task_id)
         return subscription
 
+    async def wait_for_event(self, task_id: str, after: int, timeout: float) -> bool:
+        """Wait until the task has an event numbered above `after` (`True`), for at most
+        `timeout` seconds (`False`; also when the server is stopping). The same reads and
+        notices as the streams' wake it, whichever process wrote the event."""
+        subscription = self.subscribe(task_id, after)
+        try:
+            return await subscription.next(timeout) is not None
+        except _End:
+            return False
+        finally:
+            self.unsubscribe(subscription)
+
     def unsubscribe(self, subscription: Subscription) -> None:
         subscribers = self._subscribers.get(subscription.task_id)
         if subscribers is not None:
@@ -258,6 +282,8 @@ class TaskStream:
     release: Callable[[], None] = lambda: None
     """Gives back the caller's stream slot (`EventHub.reserve`); the edge calls it when the
     stream's response ends, however it ends."""
+    generations: bool = False
+    """Each event carries the generation its change gave the task (the A2A 1.1 draft)."""
 
     def close(self) -> None:
         """Release the caller's slot and the subscription (idempotent; for a stream never
@@ -287,7 +313,8 @@ class TaskStream:
                     continue
                 if event.created_ts:
                     _metrics.STREAM_DELAY.observe(max(0.0, time.time() - event.created_ts / 1e6))
-                yield event.seq, event.body
+                body = with_generation(event.body, event.seq) if self.generations else event.body
+                yield event.seq, body
                 if event.closes_stream:
                     return
         finally:

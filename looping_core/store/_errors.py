@@ -8,6 +8,7 @@ from looping_core.errors import LoopingError
 __all__ = [
     "ApprovalRefused",
     "ContextMismatch",
+    "GenerationMismatch",
     "InvalidPageToken",
     "PushConfigNotFound",
     "StoreRefusal",
@@ -64,6 +65,16 @@ class TooManyTurns(StoreRefusal):
         """`caller` or `tenant`: whose limit it is."""
         self.limit = limit
         super().__init__(f"the {scope} has {limit} turns waiting or running already")
+
+
+class GenerationMismatch(StoreRefusal):
+    """A follow-up's expected generation (A2A 1.1 draft `ifGenerationMatch`) is not the task's."""
+
+    def __init__(self, task_id: str, generation: int) -> None:
+        self.task_id = task_id
+        self.generation = generation
+        """The task's generation now."""
+        super().__init__(f"task {task_id} is at generation {generation}")
 
 
 class ContextMismatch(StoreRefusal):

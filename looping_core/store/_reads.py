@@ -9,8 +9,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
+
 from looping_core.a2a import TERMINAL_STATES, Task, TaskState
-from looping_core.a2a.internal import ListTasksRequest, ListTasksResponse, id_problem
+from looping_core.a2a.internal import Int64, ListTasksRequest, ListTasksResponse, id_problem
 from looping_core.contract import Identity
 from looping_core.store._errors import InvalidPageToken
 from looping_core.store._migrations import MIGRATIONS
@@ -50,10 +52,17 @@ class Reads(StoreBase):
 
         return await self._db.run(query)
 
-    async def list_tasks(self, caller: Identity, request: ListTasksRequest) -> ListTasksResponse:
-        return await self._db.run(self._list, caller, request)
+    async def list_tasks(
+        self, caller: Identity, request: ListTasksRequest, *, generations: bool = False
+    ) -> ListTasksResponse:
+        """A page of the caller's tasks; with `generations`, each with its generation (the A2A
+        1.1 draft: read with the task's row, before its history and artifacts, so it is never
+        newer than what the task shows)."""
+        return await self._db.run(self._list, caller, request, generations)
 
-    def _list(self, caller: Identity, request: ListTasksRequest) -> ListTasksResponse:
+    def _list(
+        self, caller: Identity, request: ListTasksRequest, generations: bool = False
+    ) -> ListTasksResponse:
         size = request.page_size or DEFAULT_PAGE_SIZE
         query = _scoped(TaskRow, caller)
         if request.context_id:
@@ -72,8 +81,9 @@ class Reads(StoreBase):
         rows = list(query.order_by(TaskRow.status_ts.desc(), TaskRow.id.desc()).limit(size + 1))
         more = len(rows) > size
         rows = rows[:size]
-        tasks = tuple(
-            self._snapshot(
+        tasks = []
+        for row in rows:
+            task = self._snapshot(
                 row.id,
                 request.history_length,
                 include_artifacts=request.include_artifacts,
@@ -87,11 +97,12 @@ class Reads(StoreBase):
                     row.reply_in_status,
                 ),
             )
-            for row in rows
-        )
+            if generations:
+                task = attrs.evolve(task, generation=Int64(row.event_seq + 1))
+            tasks.append(task)
         token = _cursor(rows[-1].status_ts, rows[-1].id) if more else ""
         return ListTasksResponse(
-            tasks=tasks, next_page_token=token, page_size=size, total_size=total
+            tasks=tuple(tasks), next_page_token=token, page_size=size, total_size=total
         )
 
     async def task_state(self, task_id: str) -> TaskState | None:

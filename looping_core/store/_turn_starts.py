@@ -23,7 +23,12 @@ from looping_core.a2a import (
 from looping_core.content import Decision
 from looping_core.contract import Identity
 from looping_core.store._approvals import decide_approvals
-from looping_core.store._errors import ContextMismatch, TooManyTurns, TurnRefused
+from looping_core.store._errors import (
+    ContextMismatch,
+    GenerationMismatch,
+    TooManyTurns,
+    TurnRefused,
+)
 from looping_core.store._events import Events
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
@@ -83,6 +88,9 @@ class TurnStart:
     """The message joined the turn the task is running (the runner takes it from there)."""
     begun: BegunTurn | None = None
     """The turn, begun in the same transaction (`start_turn(begin=True)`, a new task)."""
+    generation: int = 1
+    """The task's generation as `task` shows it (A2A 1.1 draft): 1 for a new task; read only
+    when asked for (`start_turn(generations=True)`), else 0 for any other."""
 
 
 class TurnStarts(Events, PushConfigs):
@@ -97,9 +105,16 @@ class TurnStarts(Events, PushConfigs):
         begin: bool = False,
         limits: TurnLimits = TurnLimits(),
         decisions: Sequence[Decision] | None = None,
+        generations: bool = False,
+        if_generation: int | None = None,
     ) -> TurnStart:
         """Accept a user message exactly once per (caller, messageId): a new task, or a follow-up
         to an interrupted one. A duplicate returns the first task and starts nothing.
+
+        `generations`: read the task's generation for `TurnStart.generation` (the A2A 1.1
+        draft). `if_generation`: a follow-up is refused (`GenerationMismatch`, nothing written)
+        unless the task is at that generation; a duplicate returns its task all the same (a
+        retried send stays idempotent), and a new task ignores it.
 
         `begin`: a runner holds a slot for it, so a new task's turn begins in the same
         transaction (`TurnStart.begun`; no `begin_turn` then). The task returned is still the
@@ -112,7 +127,7 @@ class TurnStarts(Events, PushConfigs):
         and the message decides none)."""
         accept = functools.partial(
             self._start_turn, caller, message, push, begin=begin, limits=limits,
-            decisions=decisions,
+            decisions=decisions, generations=generations, if_generation=if_generation,
         )  # fmt: skip
         try:
             start = await self._db.run(accept)
@@ -133,16 +148,22 @@ class TurnStarts(Events, PushConfigs):
         begin: bool,
         limits: TurnLimits,
         decisions: Sequence[Decision] | None,
+        generations: bool,
+        if_generation: int | None,
     ) -> TurnStart:
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
             stamp = now_us()
             joined = False
             if message.task_id:
-                duplicate = self._first_turn_of(scope, message.message_id)
+                duplicate = self._first_turn_of(scope, message.message_id, generations)
                 if duplicate is not None:
                     return duplicate
                 head = self._owned(caller, message.task_id)
+                if if_generation is not None:
+                    generation = self._generation(head.id)
+                    if generation != if_generation:
+                        raise GenerationMismatch(head.id, generation)
                 self._check_follow_up(message, head)
                 if decisions is not None or head.state == _ASKING:  # only such a task asks
                     decide_approvals(self._sql, head.id, decisions, stamp)
@@ -156,7 +177,7 @@ class TurnStarts(Events, PushConfigs):
                 try:
                     priority = self._within(limits, scope)
                 except TooManyTurns:
-                    duplicate = self._first_turn_of(scope, message.message_id)
+                    duplicate = self._first_turn_of(scope, message.message_id, generations)
                     if duplicate is None:
                         raise
                     return duplicate
@@ -188,7 +209,7 @@ class TurnStarts(Events, PushConfigs):
                     ),
                 ).rowcount
                 if inserted != 1:
-                    duplicate = self._first_turn_of(scope, message.message_id)
+                    duplicate = self._first_turn_of(scope, message.message_id, generations)
                     if duplicate is None:  # its task was pruned in between: as after a race
                         raise peewee.IntegrityError("the message's task is gone; try again")
                     return duplicate
@@ -205,8 +226,9 @@ class TurnStarts(Events, PushConfigs):
                 # so the config a gateway re-sends with every turn replaces itself.
                 self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
             if message.task_id:
+                generation = self._generation(task_id) if generations else 0  # read first
                 snapshot = self._snapshot(task_id, None, include_artifacts=True)
-                return TurnStart(snapshot, started=not joined, joined=joined)
+                return TurnStart(snapshot, started=not joined, joined=joined, generation=generation)
             status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(stamp))
             task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
             if not begin:
@@ -228,9 +250,11 @@ class TurnStarts(Events, PushConfigs):
             raise TooManyTurns("tenant", limits.tenant)
         return -int(tenant_turns)
 
-    def _first_turn_of(self, scope: tuple[str, str, str], message_id: str) -> TurnStart | None:
+    def _first_turn_of(
+        self, scope: tuple[str, str, str], message_id: str, generations: bool = False
+    ) -> TurnStart | None:
         """The task a message already started or joined (a duplicate starts nothing), or `None`
-        for a message never seen."""
+        for a message never seen; with `generations`, its generation too."""
         row = self._sql(
             "SELECT task_id FROM messages"
             " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?",
@@ -238,7 +262,14 @@ class TurnStarts(Events, PushConfigs):
         ).fetchone()
         if row is None:
             return None
-        return TurnStart(self._snapshot(row[0], None, include_artifacts=True), False)
+        generation = self._generation(row[0]) if generations else 0  # read first: never newer
+        task = self._snapshot(row[0], None, include_artifacts=True)
+        return TurnStart(task, False, generation=generation)
+
+    def _generation(self, task_id: str) -> int:
+        """The task's generation (A2A 1.1 draft): 1 when created, one more per event since."""
+        (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return int(seq) + 1
 
     def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
         """Write the WORKING event a turn's begin reports, as event `seq` (the number the

@@ -9,6 +9,7 @@ from looping_core.store._db import Database, bounded_connects, open_database, st
 from looping_core.store._errors import (
     ApprovalRefused,
     ContextMismatch,
+    GenerationMismatch,
     InvalidPageToken,
     PushConfigNotFound,
     StoreRefusal,
@@ -54,6 +55,7 @@ __all__ = [
     "BegunTurn",
     "ContextMismatch",
     "Database",
+    "GenerationMismatch",
     "InvalidPageToken",
     "JobAlreadyQueued",
     "JobHooks",

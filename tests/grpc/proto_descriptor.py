@@ -1,10 +1,11 @@
-"""Regenerate the descriptor set the gRPC binding serves from the proto beside it:
+"""Regenerate the descriptor sets the gRPC binding serves from the protos beside them:
 
     python tests/grpc/proto_descriptor.py --write
 
-It compiles `looping_core/a2a/protobuf/a2a.proto` (a copy of the official A2A 1.0 proto) with
-protoc from `grpcio-tools` (the test extra), with its imports, into `a2a.binpb` next to it.
-Without `--write` it prints what the file would hold, in text form.
+It compiles `looping_core/a2a/protobuf/a2a.proto` (a copy of the official A2A 1.0 proto) and
+`a2a-v1.1-draft.proto` (the A2A repository's branch dev-1.1, commit 28491879) with protoc from
+`grpcio-tools` (the test extra), each with its imports, into `a2a.binpb` and
+`a2a-v1.1-draft.binpb` next to them. Without `--write` it prints what they would hold.
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ from pathlib import Path
 PROTO_DIR = Path(__file__).resolve().parents[2] / "looping_core" / "a2a" / "protobuf"
 
 
-def compiled() -> bytes:
-    """The FileDescriptorSet of `a2a.proto` and every file it imports (serialized)."""
+PROTOS = ("a2a.proto", "a2a-v1.1-draft.proto")
+
+
+def compiled(proto: str = "a2a.proto") -> bytes:
+    """The FileDescriptorSet of `proto` and every file it imports (serialized)."""
     import google.api  # noqa: PLC0415 - googleapis-common-protos ships the .proto files
     import grpc_tools  # noqa: PLC0415
     from grpc_tools import protoc  # noqa: PLC0415
@@ -34,7 +38,7 @@ def compiled() -> bytes:
                 f"-I{well_known}",
                 f"--descriptor_set_out={out}",
                 "--include_imports",
-                str(PROTO_DIR / "a2a.proto"),
+                str(PROTO_DIR / proto),
             ]
         )
         if code != 0:
@@ -43,14 +47,16 @@ def compiled() -> bytes:
 
 
 def main() -> None:
-    data = compiled()
-    if "--write" in sys.argv[1:]:
-        (PROTO_DIR / "a2a.binpb").write_bytes(data)
-        print(f"wrote {PROTO_DIR / 'a2a.binpb'} ({len(data)} bytes)")
-        return
     from google.protobuf import descriptor_pb2  # noqa: PLC0415
 
-    print(descriptor_pb2.FileDescriptorSet.FromString(data))
+    for proto in PROTOS:
+        data = compiled(proto)
+        target = PROTO_DIR / proto.replace(".proto", ".binpb")
+        if "--write" in sys.argv[1:]:
+            target.write_bytes(data)
+            print(f"wrote {target} ({len(data)} bytes)")
+        else:
+            print(descriptor_pb2.FileDescriptorSet.FromString(data))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from google.protobuf import descriptor_pb2
-from proto_descriptor import PROTO_DIR, compiled
+from proto_descriptor import PROTO_DIR, PROTOS, compiled
 
 from looping_core.a2a.protobuf import SERVICE_NAME, message_class, service
 from looping_core.server._methods import METHODS
@@ -20,13 +20,34 @@ def _files(data: bytes) -> dict[str, descriptor_pb2.FileDescriptorProto]:
     return {f.name: f for f in descriptor_pb2.FileDescriptorSet.FromString(data).file}
 
 
-def test_regenerating_the_descriptor_set_changes_nothing() -> None:
-    shipped = _files((PROTO_DIR / "a2a.binpb").read_bytes())
-    fresh = _files(compiled())
-    assert shipped["a2a.proto"] == fresh["a2a.proto"], (
-        "a2a.binpb is stale: run python tests/grpc/proto_descriptor.py --write"
+@pytest.mark.parametrize("proto", PROTOS)
+def test_regenerating_the_descriptor_sets_changes_nothing(proto: str) -> None:
+    shipped = _files((PROTO_DIR / proto.replace(".proto", ".binpb")).read_bytes())
+    fresh = _files(compiled(proto))
+    assert shipped[proto] == fresh[proto], (
+        f"the descriptor set of {proto} is stale: run python tests/grpc/proto_descriptor.py --write"
     )
     assert sorted(shipped) == sorted(fresh)
+
+
+def test_the_draft_adds_only_the_generation_fields_to_1_0() -> None:
+    """The 1.1 draft's messages are 1.0's plus five fields, so either reads the other."""
+
+    def fields(proto: str) -> set[tuple[str, str, int]]:
+        data = (PROTO_DIR / proto.replace(".proto", ".binpb")).read_bytes()
+        file = _files(data)[proto]
+        return {(m.name, f.name, f.number) for m in file.message_type for f in m.field}
+
+    added = fields("a2a-v1.1-draft.proto") - fields("a2a.proto")
+    assert added == {
+        ("Task", "generation", 7),
+        ("TaskStatusUpdateEvent", "generation", 5),
+        ("TaskArtifactUpdateEvent", "generation", 7),
+        ("GetTaskRequest", "current_generation", 4),
+        ("SendMessageConfiguration", "if_generation_match", 5),
+    }
+    assert fields("a2a.proto") <= fields("a2a-v1.1-draft.proto")
+    assert service(draft=True).full_name == service().full_name
 
 
 @pytest.mark.skipif(not SHARED_PROTO.exists(), reason="the shared spec digest is not here")

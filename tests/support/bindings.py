@@ -53,9 +53,11 @@ REST_ROUTES: Mapping[str, tuple[str, str, str]] = {
 class Binding:
     name: str
 
-    def __init__(self, agent: RunningAgent, gateway: FakeGateway) -> None:
+    def __init__(self, agent: RunningAgent, gateway: FakeGateway, version: str = "1.0") -> None:
         self.agent = agent
         self.gateway = gateway
+        self.version = version
+        """The `A2A-Version` every call sends."""
 
     @property
     def audience(self) -> str:
@@ -63,7 +65,7 @@ class Binding:
 
     def headers(self, tenant: str, subject: str, token: str | None) -> dict[str, str]:
         token = token or self.gateway.token(tenant=tenant, aud=self.audience, sub=subject)
-        return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+        return {"Authorization": f"Bearer {token}", "A2A-Version": self.version}
 
     async def call(
         self,
@@ -232,12 +234,14 @@ class Grpc(Binding):
         import grpc  # noqa: PLC0415 - the grpc extra
 
         metadata = tuple((key.lower(), value) for key, value in headers.items())
-        request = grpc_request(method, {"tenant": tenant, **params} if tenant else params)
+        draft = headers.get("A2A-Version") == "1.1"
+        params = {"tenant": tenant, **params} if tenant else params
+        request = grpc_request(method, params, draft=draft)
         async with grpc.aio.insecure_channel(self.agent.config.server.grpc_url) as channel:
             call = channel.unary_unary(
                 f"/lf.a2a.v1.A2AService/{method}",
                 request_serializer=lambda message: message.SerializeToString(),
-                response_deserializer=grpc_response_class(method).FromString,
+                response_deserializer=grpc_response_class(method, draft=draft).FromString,
             )
             try:
                 response = await call(request, metadata=metadata)
@@ -261,42 +265,55 @@ class Grpc(Binding):
         subject: str = "caller",
     ) -> list[dict[str, Any]]:  # fmt: skip
         import grpc  # noqa: PLC0415 - the grpc extra
-        from a2a.types import a2a_pb2  # noqa: PLC0415
 
         headers = self.headers(tenant, subject, None)
         metadata = tuple((key.lower(), value) for key, value in headers.items())
+        draft = self.version == "1.1"
+        stream_class = grpc_response_class(method, draft=draft)
+        request = grpc_request(method, {"tenant": tenant, **params}, draft=draft)
         async with grpc.aio.insecure_channel(self.agent.config.server.grpc_url) as channel:
             call = channel.unary_stream(
                 f"/lf.a2a.v1.A2AService/{method}",
                 request_serializer=lambda message: message.SerializeToString(),
-                response_deserializer=a2a_pb2.StreamResponse.FromString,
-            )(grpc_request(method, {"tenant": tenant, **params}), metadata=metadata)
+                response_deserializer=stream_class.FromString,
+            )(request, metadata=metadata)
             events = []
             while (event := await call.read()) is not grpc.aio.EOF:
                 events.append(proto_json(event))
             return events
 
 
-def grpc_request(method: str, params: Mapping[str, Any]) -> Any:
-    """`params` (ProtoJSON) as the method's request message, the SDK's class."""
-    from a2a.types import a2a_pb2  # noqa: PLC0415
+def grpc_request(method: str, params: Mapping[str, Any], *, draft: bool = False) -> Any:
+    """`params` (ProtoJSON) as the method's request message: the SDK's class (A2A 1.0), or
+    with `draft` the A2A 1.1 draft's (no SDK has it: looping-core's own)."""
     from google.protobuf.json_format import ParseDict  # noqa: PLC0415
 
-    service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
-    request_class = getattr(a2a_pb2, service.methods_by_name[method].input_type.name)
+    if draft:
+        from looping_core.a2a.protobuf import message_class, service  # noqa: PLC0415
+
+        input_type = service(draft=True).methods_by_name[method].input_type
+        return ParseDict(dict(params), message_class(input_type.full_name, draft=True)())
+    from a2a.types import a2a_pb2  # noqa: PLC0415
+
+    sdk_service = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
+    request_class = getattr(a2a_pb2, sdk_service.methods_by_name[method].input_type.name)
     return ParseDict(dict(params), request_class())
 
 
-def grpc_response_class(method: str) -> Any:
+def grpc_response_class(method: str, *, draft: bool = False) -> Any:
+    """The method's answer's class (its stream's message's, for a streaming one)."""
+    if draft:
+        from looping_core.a2a.protobuf import message_class, service  # noqa: PLC0415
+
+        output_type = service(draft=True).methods_by_name[method].output_type
+        return message_class(output_type.full_name, draft=True)
     from a2a.types import a2a_pb2  # noqa: PLC0415
     from google.protobuf import empty_pb2  # noqa: PLC0415
 
     output = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"].methods_by_name[method].output_type
-    return (
-        empty_pb2.Empty
-        if output.full_name == "google.protobuf.Empty"
-        else getattr(a2a_pb2, output.name)
-    )
+    if output.full_name == "google.protobuf.Empty":
+        return empty_pb2.Empty
+    return getattr(a2a_pb2, output.name)
 
 
 def proto_json(message: Any) -> dict[str, Any]:
