@@ -1,6 +1,8 @@
 """The Benchmarks page's tables and charts, from the benchmarks' own results.
 
-    python bench/send_message.py --json bench/results/send_message.json
+    python bench/send_message.py --bindings jsonrpc --json bench/results/send_message.json
+    python bench/send_message.py --bindings grpc --levels 1,16 --workers 1 \\
+        --json bench/results/send_message_grpc.json
     python bench/agent_loop.py --json bench/results/agent_loop.json
     python bench/streams.py --rounds 2 --json bench/results/streams.json
     python bench/send_message.py --store postgres --levels 16 --workers 1,2 --rounds 3 \\
@@ -88,12 +90,14 @@ def send_message_table(results: Results) -> str:
             _row([name, *rps, cpu, split, switches, statements,
                   "" if data is None else f"{data:.1f}"])
         )  # fmt: skip
-    sdk = series.get("a2a-sdk")
     for name, points in series.items():
-        if name != "a2a-sdk" and sdk is not None:
+        # Each binding against the SDK's server of the same binding.
+        peer = "a2a-sdk gRPC" if "gRPC" in name else "a2a-sdk"
+        sdk = series.get(peer)
+        if not name.startswith("a2a-sdk") and sdk is not None:
             ratios = [f"{points[level]['rps'] / sdk[level]['rps']:.2f}x" for level in levels]
             cpu = f"{points['16']['cpu_ms'] / sdk['16']['cpu_ms']:.2f}x" if "16" in points else ""
-            lines.append(_row([f"{name} / a2a-sdk", *ratios, cpu, "", "", "", ""]))
+            lines.append(_row([f"{name} / {peer}", *ratios, cpu, "", "", "", ""]))
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +210,7 @@ def store_turns_table(results: Results) -> str:
 TABLES: dict[str, Callable[[Results], str]] = {
     "send_message": send_message_table,
     "send_message_postgres": send_message_table,
+    "send_message_grpc": send_message_table,
     "agent_loop": agent_loop_table,
     "streams": streams_table,
     "jobs": jobs_table,

@@ -576,7 +576,7 @@ async def main() -> None:
             print(f"{binding:<8} c={level:<3} {peer} {sdk:5.0f}   looping-core {ours}")
     if args.json:
         series = {
-            (name if name == "a2a-sdk" else f"looping-core, {name}"): points
+            (name if name.startswith("a2a-sdk") else f"looping-core, {name}"): points
             for name, points in medians.items()
         }
         write_results(args.json, "send_message", series, store=args.store, push=args.push,
