@@ -20,6 +20,7 @@ from looping_core import _metrics, _tracing
 from looping_core._logs import bind
 from looping_core.a2a import TokenPolicy, TokenRejected
 from looping_core.a2a.internal import (
+    InvalidParams,
     Method,
     RpcCall,
     Unauthenticated,
@@ -42,7 +43,9 @@ __all__ = [
     "Caller",
     "authenticate",
     "call_method",
+    "check_served",
     "check_version",
+    "no_tenant",
 ]
 
 _log = logging.getLogger("looping_core.server")
@@ -136,6 +139,22 @@ def check_version(version: str | None, *, draft_1_1: bool = False) -> str:
             metadata={"requestedVersion": version, "supportedVersions": "1.0"},
         )
     return DRAFT_VERSION if draft_1_1 and version.strip() == DRAFT_VERSION else "1.0"
+
+
+def no_tenant(field: str) -> InvalidParams:
+    """The refusal of a request that names no tenant (`field`: where a binding carries it)."""
+    return InvalidParams(
+        f"{field} is required: this endpoint serves several agents and has no default",
+        violations=[(field, "required field missing")],
+    )
+
+
+def check_served(services: Services, tenant: str, field: str) -> None:
+    """The tenant a request names (in `field`) must be an agent served here."""
+    if tenant not in services.edge.tenant_cards:
+        raise InvalidParams(
+            f"{field}: no such agent here", violations=[(field, "not an agent served here")]
+        )
 
 
 async def call_method(

@@ -21,7 +21,6 @@ from aiohttp import web
 from looping_core.a2a import RpcError, TokenPolicy
 from looping_core.a2a.internal import (
     EnvelopeError,
-    InvalidParams,
     Method,
     PayloadTooLarge,
     RequestTimeout,
@@ -36,7 +35,13 @@ from looping_core.a2a.internal import (
 )
 from looping_core.contract import Identity
 from looping_core.server._answers import wire_result
-from looping_core.server._call_path import authenticate, call_method, check_version
+from looping_core.server._call_path import (
+    authenticate,
+    call_method,
+    check_served,
+    check_version,
+    no_tenant,
+)
 from looping_core.server._refusals import ClientGone, answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
 from looping_core.server._services import SERVICES, Services
@@ -107,27 +112,18 @@ async def _dispatch(
     """Authenticate first (§7.4: nothing of the request is looked at before the token is
     verified, beyond the envelope), then the version, the tenant, the method and its params."""
     edge = services.edge
-    tenant = call.params.get("tenant")
-    named = isinstance(tenant, str) and bool(tenant)
-    identity = await authenticate_request(
-        request, services, tenant if named else None, edge.policies["jsonrpc"]
-    )
+    given = call.params.get("tenant")
+    tenant = given if isinstance(given, str) and given else None
+    identity = await authenticate_request(request, services, tenant, edge.policies["jsonrpc"])
     version = check_version(
         request.headers.get("A2A-Version") or request.query.get("A2A-Version"),
         draft_1_1=edge.config.server.a2a_1_1_draft,
     )
-    if not named:
-        raise InvalidParams(
-            "params.tenant is required: this endpoint serves several agents and has no default",
-            violations=[("params.tenant", "required field missing")],
-        )
+    if tenant is None:
+        raise no_tenant("params.tenant")
     if method is None:
         raise method_not_found(call.method)
-    if tenant not in edge.tenant_cards:
-        raise InvalidParams(
-            "params.tenant: no such agent here",
-            violations=[("params.tenant", "not an agent served here")],
-        )
+    check_served(services, tenant, "params.tenant")
     return await call_method(
         services, identity, call, method,
         last_event_id=request.headers.get("Last-Event-ID"), version=version,

@@ -37,14 +37,16 @@ from google.protobuf.descriptor import MethodDescriptor
 from looping_core import _metrics, _tracing
 from looping_core._logs import bind, current
 from looping_core.a2a import RpcError
-from looping_core.a2a.internal import InvalidParams, RpcCall, method_not_found
+from looping_core.a2a.internal import RpcCall, method_not_found
 from looping_core.a2a.protobuf import SERVICE_NAME, service
 from looping_core.config import Config
 from looping_core.server._call_path import (
     DRAFT_VERSION,
     authenticate,
     call_method,
+    check_served,
     check_version,
+    no_tenant,
 )
 from looping_core.server._grpc_wire import (
     decode_request,
@@ -56,7 +58,7 @@ from looping_core.server._grpc_wire import (
 from looping_core.server._listening import KEEPALIVE_TIMEOUT_SECONDS, SHUTDOWN_TIMEOUT_SECONDS
 from looping_core.server._refusals import outcome_of, refusal_of
 from looping_core.server._services import SERVICES, Services
-from looping_core.server._streams import TaskStream
+from looping_core.server._streams import TaskStream, written_within
 
 __all__ = ["FIRST_EVENT_ID", "LAST_EVENT_ID", "grpc_binding", "grpc_options"]
 
@@ -236,29 +238,23 @@ async def _answer(
     """The shared call path for one call: when the caller's token stops counting, and the
     handler's answer."""
     params = decode_request(method, raw)
-    tenant = params.get("tenant")
-    named = isinstance(tenant, str) and bool(tenant)
+    given = params.get("tenant")
+    tenant = given if isinstance(given, str) and given else None
     edge = services.edge
     caller = await authenticate(
         metadata.get("authorization"),
         peer=context.peer(),
         services=services,
-        tenant=tenant if named else None,
+        tenant=tenant,
         policy=edge.policies["grpc"],
     )
     version = check_version(metadata.get("a2a-version"), draft_1_1=edge.config.server.a2a_1_1_draft)
-    if not named:
-        raise InvalidParams(
-            "tenant is required: this endpoint serves several agents and has no default",
-            violations=[("tenant", "required field missing")],
-        )
+    if tenant is None:
+        raise no_tenant("tenant")
     handler = services.methods.get(method.name)
     if handler is None:
         raise method_not_found(method.name)
-    if tenant not in edge.tenant_cards:
-        raise InvalidParams(
-            "tenant: no such agent here", violations=[("tenant", "not an agent served here")]
-        )
+    check_served(services, tenant, "tenant")
     call = RpcCall(id=None, method=method.name, params=params)
     result = await call_method(
         services, caller.identity, call, handler,
@@ -335,7 +331,8 @@ async def _send(
             async for event in events:
                 if event is None:  # a heartbeat: HTTP/2 pings keep gRPC connections alive
                     continue
-                if not await _written(context, encode_event(method, event[1]), write_timeout):
+                message = encode_event(method, event[1])
+                if not await written_within(context.write(message), write_timeout):
                     _log.info(
                         "gRPC stream client %s took no event for %g s; cut",
                         context.peer(), write_timeout,
@@ -357,16 +354,3 @@ async def _send(
             f"The client took no event for {write_timeout:g} s ([streaming] "
             "write_timeout_seconds); resume the stream with last-event-id",
         )
-
-
-async def _written(
-    context: grpc.aio.ServicerContext[Any, Any], message: bytes, timeout: float
-) -> bool:
-    """Send `message`; `False` when the client took none of it within `timeout` (HTTP/2 flow
-    control holds the write: it stopped reading)."""
-    try:
-        async with asyncio.timeout(timeout):
-            await context.write(message)
-    except TimeoutError:
-        return False
-    return True

@@ -31,7 +31,7 @@ from looping_core.a2a.internal import (
     rest_error,
 )
 from looping_core.server._answers import wire_result
-from looping_core.server._call_path import call_method, check_version
+from looping_core.server._call_path import call_method, check_served, check_version
 from looping_core.server._calls import JSON_TYPES, authenticate_request, read_body
 from looping_core.server._refusals import answer_or_refuse, error_headers, outcome_of
 from looping_core.server._requests import Observed, observed
@@ -152,10 +152,7 @@ async def _answer(request: web.Request, record: Observed) -> web.StreamResponse:
         )
     route, path_params = _match(request.method, "/" + rest)
     record.method = route.method
-    if tenant not in edge.tenant_cards:
-        raise InvalidParams(
-            "tenant: no such agent here", violations=[("tenant", "not an agent served here")]
-        )
+    check_served(services, tenant, "tenant")
     params: dict[str, Any] = dict(body) if route.body else _query(request)
     params.update(path_params)
     params["tenant"] = tenant  # the path's, never the body's (§11)

@@ -17,7 +17,7 @@ from looping_core.a2a.internal import InternalError
 from looping_core.server._refusals import unavailable
 from looping_core.server._requests import answered
 from looping_core.server._services import SERVICES
-from looping_core.server._streams import TaskStream
+from looping_core.server._streams import TaskStream, written_within
 from looping_core.store import internal as store
 
 __all__ = ["TOKEN_EXPIRES", "write_stream"]
@@ -69,7 +69,7 @@ async def write_stream(
                 data = b": keep-alive\n\n"
                 if event is not None:
                     data = f"id: {event[0]}\ndata: {frame(event[1])}\n\n".encode()
-                if not await _written(answer, data, streaming.write_timeout_seconds):
+                if not await written_within(answer.write(data), streaming.write_timeout_seconds):
                     _log.info(
                         "stream client %s took no event for %g s; disconnected (dropped)",
                         request.remote, streaming.write_timeout_seconds,
@@ -104,17 +104,6 @@ async def write_stream(
     with contextlib.suppress(Exception):
         await answer.write_eof()
     return answer
-
-
-async def _written(answer: web.StreamResponse, data: bytes, timeout: float) -> bool:
-    """Write `data`; `False` when the client took none of it within `timeout` (its socket
-    buffers full: it stopped reading)."""
-    try:
-        async with asyncio.timeout(timeout):
-            await answer.write(data)
-    except TimeoutError:
-        return False
-    return True
 
 
 def _token_deadline(request: web.Request) -> float | None:

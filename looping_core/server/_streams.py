@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import attrs
 
@@ -29,7 +29,7 @@ from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
 from looping_core.store.internal import StoreUnavailable, TaskEvent, TaskStore
 
-__all__ = ["EventHub", "Subscription", "TaskStream", "with_generation"]
+__all__ = ["EventHub", "Subscription", "TaskStream", "with_generation", "written_within"]
 
 _log = logging.getLogger("looping_core.streams")
 
@@ -37,6 +37,17 @@ NOTIFIED_POLL_FACTOR = 10
 """Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
 OUTAGE_PAUSE_SECONDS = 0.5
 """How often streams look again while the store is out of reach."""
+
+
+async def written_within(write: Awaitable[None], timeout: float) -> bool:
+    """Await a stream's `write`; `False` when the client took none of it within `timeout`
+    (its socket buffers, or HTTP/2's flow-control window, are full: it stopped reading)."""
+    try:
+        async with asyncio.timeout(timeout):
+            await write
+    except TimeoutError:
+        return False
+    return True
 
 
 def with_generation(body: str, seq: int) -> str:

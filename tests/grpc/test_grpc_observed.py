@@ -6,53 +6,28 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from looping_core import _tracing
 from looping_core.testing import FakeGateway
 
 from support.bindings import Grpc
-from support.serving import RunningAgent, start_agent
+from support.serving import RunningAgent
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE_ID}-00f067aa0ba902b7-01"
 
 
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _tracing.use_tracer_provider(provider)
-    try:
-        yield exporter
-    finally:
-        _tracing.use_tracer_provider(None)
-        provider.shutdown()
-
-
-@pytest.fixture
-async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
-    running, listener = await start_agent([gateway.origin], grpc=True)
-    yield running
-    await running.session.close()
-    await listener.cleanup()
-
-
 async def test_a_grpc_call_is_a_span_of_the_gateways_trace_and_an_access_line(
-    agent: RunningAgent,
+    grpc_agent: RunningAgent,
     gateway: FakeGateway,
     spans: InMemorySpanExporter,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, "looping_core.grpc.access")
-    binding = Grpc(agent, gateway)
+    binding = Grpc(grpc_agent, gateway)
     headers = {**binding.headers("alice", "caller", None), "traceparent": TRACEPARENT}
     missing = str(uuid.uuid4())
     answer = await binding.exchange("GetTask", {"id": missing}, "alice", headers)

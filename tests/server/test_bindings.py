@@ -20,7 +20,7 @@ from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
 from support.bindings import BINDINGS, JSON_BINDINGS, Binding, message, read_sse_events
-from support.serving import RunningAgent, start_agent
+from support.serving import RunningAgent
 
 ERROR_STATUS = {  # the HTTP status of each error in each binding
     "jsonrpc": {"TASK_NOT_FOUND": 200, "INVALID_PARAMS": 200, "UNSUPPORTED_OPERATION": 200,
@@ -37,25 +37,18 @@ ERROR_STATUS = {  # the HTTP status of each error in each binding
 }  # fmt: skip
 
 
-@pytest.fixture
-async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
-    """The edge tests' agent, serving the gRPC binding too."""
-    running, listener = await start_agent([gateway.origin], grpc=True)
-    yield running
-    await running.session.close()
-    await listener.cleanup()
-
-
 @pytest.fixture(params=sorted(BINDINGS))
-def binding(request: pytest.FixtureRequest, agent: RunningAgent, gateway: FakeGateway) -> Binding:
-    return BINDINGS[request.param](agent, gateway)
+def binding(
+    request: pytest.FixtureRequest, grpc_agent: RunningAgent, gateway: FakeGateway
+) -> Binding:
+    return BINDINGS[request.param](grpc_agent, gateway)
 
 
 @pytest.fixture(params=JSON_BINDINGS)
 def json_binding(
-    request: pytest.FixtureRequest, agent: RunningAgent, gateway: FakeGateway
+    request: pytest.FixtureRequest, grpc_agent: RunningAgent, gateway: FakeGateway
 ) -> Binding:
-    return BINDINGS[request.param](agent, gateway)
+    return BINDINGS[request.param](grpc_agent, gateway)
 
 
 def refused(binding: Binding, answer: Any, reason: str) -> None:
@@ -180,7 +173,7 @@ async def test_errors_are_the_same_in_every_binding(binding: Binding) -> None:
 
 
 async def test_an_unauthenticated_request_learns_nothing_and_writes_nothing(
-    json_binding: Binding, agent: RunningAgent
+    json_binding: Binding,
 ) -> None:
     binding = json_binding
     params = {

@@ -11,15 +11,14 @@ import asyncio
 import gzip
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import unused_port
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -34,19 +33,6 @@ TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 GATEWAY_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE_ID}-{GATEWAY_SPAN}-01"
 KEY = ed25519_private_jwk("agent-key-1")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _tracing.use_tracer_provider(provider)
-    try:
-        yield exporter
-    finally:
-        _tracing.use_tracer_provider(None)
-        provider.shutdown()
 
 
 @pytest.fixture

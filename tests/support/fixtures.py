@@ -1,9 +1,10 @@
-"""Fixtures for the edge tests: running gateways, a running agent that trusts the first, and
-processes a test starts."""
+"""Fixtures for the edge tests: running gateways, a running agent that trusts the first (one
+serving gRPC too), spans collected in memory, and processes a test starts."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,39 @@ async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
     yield running
     await running.session.close()
     await runner.cleanup()
+
+
+@pytest.fixture
+async def grpc_agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
+    """The edge tests' agent, serving the gRPC binding too."""
+    running, runner = await start_agent([gateway.origin], grpc=True)
+    yield running
+    await running.session.close()
+    await runner.cleanup()
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """The spans core records during the test, collected in memory by the OpenTelemetry SDK
+    (an `InMemorySpanExporter`); core is given that provider for the test only, so no global
+    provider is set for the rest of the suite."""
+    from opentelemetry.sdk.trace import TracerProvider  # noqa: PLC0415 - the otel extra
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: PLC0415
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: PLC0415
+        InMemorySpanExporter,
+    )
+
+    from looping_core import _tracing  # noqa: PLC0415
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    _tracing.use_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        _tracing.use_tracer_provider(None)
+        provider.shutdown()
 
 
 @pytest.fixture
