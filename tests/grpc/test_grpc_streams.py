@@ -20,35 +20,16 @@ from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
 from support.bindings import Grpc, grpc_error, grpc_request, message, proto_json
-from support.serving import RunningAgent, start_agent
+from support.serving import FLOOD, STEPS, STREAM_LIMITS, RunningAgent, start_agent
 
 FIRST_EVENT_ID = "looping-first-event-id"
-TENANTS = """
-[tenants.flood]
-agent = "support.agents:FloodAgent"
-[tenants.flood.card]
-name = "Flood"
-description = "Streams a lot."
-skills = [{ id = "f", name = "F", description = "Floods.", tags = ["f"] }]
-[tenants.steps]
-agent = "support.agents:ProgressAgent"
-[tenants.steps.card]
-name = "Steps"
-description = "Shows its steps."
-skills = [{ id = "s", name = "S", description = "Steps.", tags = ["s"] }]
-"""
-LIMITS = """
-[streaming]
-write_timeout_seconds = 0.5
-coalesce_seconds = 0
-buffer_events = 1000
-max_streams_per_caller = 2
-"""
 
 
 @pytest.fixture
 async def agent(gateway: FakeGateway) -> AsyncIterator[RunningAgent]:
-    running, listener = await start_agent([gateway.origin], grpc=True, extra=LIMITS + TENANTS)
+    running, listener = await start_agent(
+        [gateway.origin], grpc=True, extra=STREAM_LIMITS + FLOOD + STEPS
+    )
     gateway.agent_jwks_url = running.base_url + "/.well-known/jwks.json"
     yield running
     await running.session.close()

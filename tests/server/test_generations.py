@@ -17,9 +17,10 @@ from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
 from support.bindings import BINDINGS, Binding, message
-from support.serving import RunningAgent, start_agent
+from support.serving import STEPS, RunningAgent, start_agent
 
-POLL = """
+POLL = (
+    """
 [tenants.poll]
 agent = "support.agents:HoldingAgent"
 max_wait_seconds = 1
@@ -27,13 +28,9 @@ max_wait_seconds = 1
 name = "Poll"
 description = "Holds its turns."
 skills = [{ id = "hold", name = "Hold", description = "Holds.", tags = ["hold"] }]
-[tenants.steps]
-agent = "support.agents:ProgressAgent"
-[tenants.steps.card]
-name = "Steps"
-description = "Shows its steps."
-skills = [{ id = "s", name = "S", description = "Steps.", tags = ["s"] }]
 """
+    + STEPS
+)
 MISMATCH_STATUS = {"jsonrpc": 200, "http+json": 409, "grpc": 10}  # gRPC ABORTED
 
 

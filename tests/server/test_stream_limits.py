@@ -16,24 +16,11 @@ import pytest
 from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
-from support.serving import RunningAgent, serving
+from support.serving import FLOOD, STREAM_LIMITS, RunningAgent, serving
 from support.sse import open_stream, streaming_send
 
-TENANTS = """
-[tenants.flood]
-agent = "support.agents:FloodAgent"
-[tenants.flood.card]
-name = "Flood"
-description = "Streams a lot."
-skills = [{ id = "f", name = "F", description = "Floods.", tags = ["f"] }]
-"""
-LIMITS = """
-[streaming]
-write_timeout_seconds = 0.5
-coalesce_seconds = 0
-buffer_events = 1000
-max_streams_per_caller = 2
-"""
+TENANTS = FLOOD
+LIMITS = STREAM_LIMITS
 
 
 def release(key: str) -> None:

@@ -18,17 +18,12 @@ from looping_core.server._services import SERVICES as SERVICES_KEY
 from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
-from support.serving import RunningAgent, serving, start_agent
+from support.serving import STEPS, RunningAgent, serving, start_agent
 from support.sse import SseEvent, open_stream, streaming_send
 
-STREAM_TENANTS = """
-[tenants.steps]
-agent = "support.agents:ProgressAgent"
-[tenants.steps.card]
-name = "Steps"
-description = "Says what it does."
-skills = [{ id = "s", name = "S", description = "Steps.", tags = ["s"] }]
-
+STREAM_TENANTS = (
+    STEPS
+    + """
 [tenants.direct]
 agent = "support.agents:DirectAgent"
 [tenants.direct.card]
@@ -36,6 +31,7 @@ name = "Direct"
 description = "Answers with a message."
 skills = [{ id = "d", name = "D", description = "Direct.", tags = ["d"] }]
 """
+)
 
 
 @pytest.fixture

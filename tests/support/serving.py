@@ -46,6 +46,35 @@ skills = [{ id = "echo", name = "Echo", description = "Echoes.", tags = ["echo"]
 """The edge tests' tenants: alice (echoes, asks, refuses, raises), bob (holds turns until told),
 sdk (takes clients without a push config)."""
 
+STEPS = """
+[tenants.steps]
+agent = "support.agents:ProgressAgent"
+[tenants.steps.card]
+name = "Steps"
+description = "Says what it does."
+skills = [{ id = "s", name = "S", description = "Steps.", tags = ["s"] }]
+"""
+"""A tenant that streams its steps (`steps:<key>`: see `ProgressAgent`)."""
+
+FLOOD = """
+[tenants.flood]
+agent = "support.agents:FloodAgent"
+[tenants.flood.card]
+name = "Flood"
+description = "Streams a lot."
+skills = [{ id = "f", name = "F", description = "Floods.", tags = ["f"] }]
+"""
+"""A tenant that streams more than any socket buffers (`flood:<key>`: see `FloodAgent`)."""
+
+STREAM_LIMITS = """
+[streaming]
+write_timeout_seconds = 0.5
+coalesce_seconds = 0
+buffer_events = 1000
+max_streams_per_caller = 2
+"""
+"""A short write deadline and a cap of two streams per caller, for the stream limits' tests."""
+
 UNLIMITED = """
 [limits]
 caller_turns = 0
