@@ -84,6 +84,11 @@ class ServerConfig:
         return self.base_url + self.rest_path
 
     @property
+    def grpc_listen_address(self) -> str:
+        """Where the gRPC binding listens: `host:grpc_port` (an IPv6 host in brackets)."""
+        return f"{bracketed(self.host)}:{self.grpc_port}"
+
+    @property
     def grpc_url(self) -> str:
         """The gRPC interface's address (`host:port`): the `aud` of tokens for calls to it."""
         if self.grpc_address:

@@ -105,7 +105,7 @@ def grpc_binding(
         services = app[SERVICES]
         server = grpc.aio.server(options=grpc_options(config, reuse_port=reuse_port))
         server.add_generic_rpc_handlers((_handler(services),))
-        address = f"{config.server.host}:{config.server.grpc_port}"
+        address = config.server.grpc_listen_address
         credentials = _tls(config)
         if credentials is None:
             server.add_insecure_port(address)
@@ -348,9 +348,25 @@ async def _send(
         stream.close()
     if failure is not None:
         await context.abort_with_status(error_status(failure))
-    if cut:  # its end waits behind what it did not read; the call is over all the same
-        await context.abort(
-            grpc.StatusCode.RESOURCE_EXHAUSTED,
-            f"The client took no event for {write_timeout:g} s ([streaming] "
-            "write_timeout_seconds); resume the stream with last-event-id",
-        )
+    if cut:
+        await _cut(context, write_timeout)
+
+
+async def _cut(context: grpc.aio.ServicerContext[Any, Any], write_timeout: float) -> None:
+    """End a stream whose client stopped reading. Its status goes out behind the events it did
+    not read (HTTP/2 flow control), so it is queued, waited for no longer than an event was,
+    and the call then ends here as canceled: the client gets the status if it reads on, and
+    nothing of the call is held meanwhile (neither this coroutine nor a status send of
+    grpcio's, which would block and log an error when the client goes)."""
+    try:
+        async with asyncio.timeout(write_timeout):
+            await context.abort(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"The client took no event for {write_timeout:g} s ([streaming] "
+                "write_timeout_seconds); resume the stream with last-event-id",
+            )
+    except grpc.aio.AbortError:
+        raise  # the status went out: the call ended as aborted
+    except Exception:
+        pass  # still queued behind the unread events (TimeoutError), or the client went
+    raise asyncio.CancelledError

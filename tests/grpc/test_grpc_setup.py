@@ -63,6 +63,7 @@ def test_the_grpc_address_defaults_to_the_public_host_and_the_grpc_port() -> Non
     assert config.server.grpc_url == "agent.example:50051"
     ipv6 = parse_config(_config('grpc_port = 50051\npublic_url = "http://[::1]:8080"'))
     assert ipv6.server.grpc_url == "[::1]:50051"
+    assert config.server.grpc_listen_address == "127.0.0.1:50051"
     given = parse_config(_config('grpc_port = 50051\ngrpc_address = "grpc.example:443"'))
     assert given.server.grpc_url == "grpc.example:443"
 
