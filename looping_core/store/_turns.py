@@ -89,14 +89,18 @@ class Turns(TurnStarts):
 
         One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
         pushes for terminal and interrupted states are written in the same transaction. Returns
-        whether this call won.
+        whether this call won; a turn's end (`defer_pushes=False`) retried after its commit's
+        answer was lost, which finds the task in `to` already, won too (its job then reads the
+        pushes back).
         """
         # The pushes it queues without a job, for the turn's job (none: each gets a job).
         unsent: list[OutboxItem] | None = None if defer_pushes else []
         ended: list[int] = []  # the job this write finished, if it did
+        already: list[bool] = []  # it had won before: a commit whose answer was lost
 
         def write() -> bool:
             ended.clear()
+            already.clear()
             if unsent is not None:
                 unsent.clear()  # a batch undone runs its jobs again
             won = self._transition(
@@ -113,6 +117,8 @@ class Turns(TurnStarts):
             )
             if won and end_job is not None and unsent == [] and self._end_job(end_job):
                 ended.append(end_job)
+            if not won and unsent is not None and self._in_state(task_id, to):
+                already.append(True)
             return won
 
         won = await self._db.run(write)
@@ -121,11 +127,22 @@ class Turns(TurnStarts):
             self._events_written(task_id)
             if unsent is not None:  # committed: the job takes them (none at all: no read)
                 self._keep_unsent(task_id, unsent)
+        elif already:
+            # This very write won before: the store went away as it committed, and a retry
+            # (`patiently`) found the task ended as it wanted. Its pushes have no job of their
+            # own: the turn's job reads them back.
+            self.discard_unsent(task_id)
+            return True
         elif unsent is not None:
             # The turn's own end lost: what won (a cancel) gave its pushes jobs of their own,
             # so the turn's job delivers nothing, and does not read the winner's pushes back.
             self._keep_unsent(task_id, [])
         return won
+
+    def _in_state(self, task_id: str, state: TaskState) -> bool:
+        """Whether the task is in `state` now (store thread)."""
+        row = self._sql("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return row is not None and row[0] == state.value
 
     def _transition(
         self,

@@ -176,6 +176,34 @@ async def test_a_turns_end_that_lost_hands_its_job_nothing(database: Database) -
     assert await TaskStore(database).unsent_pushes(task.id) != []  # what a read would have found
 
 
+async def test_a_turns_end_retried_after_its_commit_hands_its_job_what_it_queued(
+    database: Database,
+) -> None:
+    """The store went away as a turn's end committed, so the write was tried again (the
+    worker's `patiently`) and found the task ended as it wanted: that counts as won, and the
+    turn's job reads back the push the first try queued (it has no job of its own; taking the
+    retry for a lost race with a cancel left it undelivered until the next start)."""
+    store = TaskStore(database)
+    first_try = TaskStore(database)  # the same write, whose commit's answer never came back
+    task = (await store.start_turn(ALICE, user_message(), push_config())).task
+    assert await store.begin_turn(task.id) is not None
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
+    completed = TaskState.TASK_STATE_COMPLETED
+    assert await first_try.transition(task.id, completed, reply=reply, defer_pushes=False)
+    assert await store.transition(task.id, completed, reply=reply, defer_pushes=False)
+    pushes = await store.unsent_pushes(task.id)
+    assert [json.loads(item.body)["task"]["status"]["state"] for item in pushes] == [
+        "TASK_STATE_COMPLETED"
+    ]
+    assert len(await store.outbox(task.id)) == 1  # the retry queued nothing more
+    # A cancel that won is still told apart: its push keeps its own job.
+    other = (await store.start_turn(ALICE, user_message(), push_config())).task
+    assert await store.begin_turn(other.id) is not None
+    assert await store.transition(other.id, TaskState.TASK_STATE_CANCELED)
+    assert not await store.transition(other.id, completed, reply=reply, defer_pushes=False)
+    assert await store.unsent_pushes(other.id) == []
+
+
 async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> None:
     store = TaskStore(database)
     task = (await store.start_turn(ALICE, user_message(), push_config())).task
