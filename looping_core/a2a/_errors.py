@@ -137,7 +137,7 @@ class Unauthenticated(RpcError):
 
 class Unavailable(RpcError):
     """The server cannot answer for now (its store is out of reach): try again after
-    `Retry-After` seconds (HTTP 503 on both bindings)."""
+    `Retry-After` seconds (HTTP 503 on the JSON bindings, `UNAVAILABLE` on gRPC)."""
 
 
 class TooManyStreams(RpcError):

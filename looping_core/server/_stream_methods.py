@@ -25,6 +25,7 @@ __all__ = ["hub_of", "send_streaming_message", "subscribe_to_task"]
 
 
 def hub_of(context: CallContext) -> EventHub:
+    """This process's event hub; `UnsupportedOperation` while streaming is off."""
     hub = context.services.streams
     if hub is None:
         # §3.3.4: UnsupportedOperation while the card says so (not "method not found").
