@@ -7,22 +7,17 @@ Bounded for CI (`EXAMPLES`)."""
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
-import threading
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 
 import grpc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looping_core.testing import FakeGateway
-
+from support import fuzzing
 from support.bindings import grpc_request, message
-from support.serving import start_agent
 
 EXAMPLES = 150
 SERVICE = "/lf.a2a.v1.A2AService"
@@ -32,40 +27,18 @@ METHODS = (
     "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig", "GetExtendedAgentCard",
 )  # fmt: skip
 REFUSED_WRONGLY = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
-_T = TypeVar("_T")
 
 
-class _ErrorLog(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-class Served:
-    """The agent (serving gRPC) and a gateway on an event loop in a thread of their own, so a
-    synchronous hypothesis test can drive them."""
+class Served(fuzzing.Served):
+    """The agent serving gRPC too, and a channel to it."""
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.gateway = FakeGateway()
-        self.run(self.gateway.start())
         # With the A2A 1.1 draft on, so `a2a-version: 1.1` calls take the draft's proto too.
-        self.agent, self._listener = self.run(
-            start_agent([self.gateway.origin], grpc=True, server="a2a_1_1_draft = true")
-        )
+        super().__init__(grpc=True, server="a2a_1_1_draft = true")
         self.channel: Any = self.run(self._open())
-        self.codes: collections.Counter[str] = collections.Counter()
 
     async def _open(self) -> Any:
         return grpc.aio.insecure_channel(self.agent.config.server.grpc_url)
-
-    def run(self, coroutine: Coroutine[Any, Any, _T], timeout: float = 60) -> _T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def call(self, method: str, body: bytes, metadata: tuple[tuple[str, str], ...]) -> str:
         """The status the call ended with (a stream read to its end, or for at most 2 s)."""
@@ -94,22 +67,13 @@ class Served:
         self.codes[code] += 1
         return code
 
-    def close(self) -> None:
-        async def stop() -> None:
-            await self.channel.close()
-            await self.agent.session.close()
-            await self._listener.cleanup()
-            await self.gateway.stop()
-
-        self.run(stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
+    async def _closing(self) -> None:
+        await self.channel.close()
 
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    errors = _ErrorLog()
+    errors = fuzzing.ErrorLog()
     logging.getLogger().addHandler(errors)
     server = Served()
     try:

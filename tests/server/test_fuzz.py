@@ -13,57 +13,29 @@ about 10,000 requests and prints what came back.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import logging
-import threading
 import uuid
-from collections.abc import Coroutine, Iterator
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from looping_core.testing import FakeGateway
-
-from support.serving import start_agent
+from support import fuzzing
 
 EXAMPLES_PER_METHOD = 60
 LONG_EXAMPLES_PER_METHOD = 1_000  # 10 kinds of request: about 10,000 requests
 
-_T = TypeVar("_T")
 
-
-class _ErrorLog(logging.Handler):
-    """Collects ERROR records from any thread (the server runs on its own)."""
+class Served(fuzzing.Served):
+    """The agent, and the seed task the mutations aim at."""
 
     def __init__(self) -> None:
-        super().__init__(logging.ERROR)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-class Served:
-    """The agent and a gateway on an event loop in a thread of their own, so that a synchronous
-    hypothesis test can drive them."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self._thread.start()
-        self.gateway = FakeGateway()
-        self.run(self.gateway.start())
-        self.agent, self._runner = self.run(start_agent([self.gateway.origin]))
-        self.gateway.agent_jwks_url = self.agent.base_url + "/.well-known/jwks.json"
-        self.codes: collections.Counter[str] = collections.Counter()
+        super().__init__()
         self.task_id = ""
-
-    def run(self, coroutine: Coroutine[Any, Any, _T], timeout: float = 60) -> _T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
 
     def post(self, body: bytes | str) -> tuple[int, bytes]:
         token = self.gateway.token(tenant="alice", aud=self.agent.endpoint, sub="fuzzer")
@@ -81,21 +53,10 @@ class Served:
 
         return self.run(send())
 
-    def close(self) -> None:
-        async def stop() -> None:
-            await self.agent.session.close()
-            await self._runner.cleanup()
-            await self.gateway.stop()
-
-        self.run(stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(10)
-        self.loop.close()
-
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
-    errors = _ErrorLog()
+    errors = fuzzing.ErrorLog()
     logging.getLogger().addHandler(errors)
     server = Served()
     try:
