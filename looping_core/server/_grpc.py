@@ -78,12 +78,13 @@ KEEPALIVE_ANSWER_SECONDS = 20
 
 def grpc_options(config: Config, *, reuse_port: bool) -> list[tuple[str, int]]:
     """The server's limits, the HTTP edge's in gRPC's terms: the message size, the handshake
-    deadline (the header deadline), idle connections, the connection cap per process."""
+    deadline (the header deadline), idle connections. (The cap on calls at once is the
+    server's `maximum_concurrent_rpcs`; grpcio's Python server does not enforce
+    `grpc.max_allowed_incoming_connections`.)"""
     server = config.server
     return [
         ("grpc.max_receive_message_length", server.max_body_bytes),
         ("grpc.max_concurrent_streams", MAX_STREAMS_PER_CONNECTION),
-        ("grpc.max_allowed_incoming_connections", server.max_connections),
         ("grpc.server_handshake_timeout_ms", int(server.header_timeout_seconds * 1000)),
         ("grpc.max_connection_idle_ms", int(KEEPALIVE_TIMEOUT_SECONDS * 1000)),
         ("grpc.keepalive_time_ms", KEEPALIVE_PING_SECONDS * 1000),
@@ -103,7 +104,12 @@ def grpc_binding(
 
     async def binding(app: web.Application) -> AsyncIterator[None]:
         services = app[SERVICES]
-        server = grpc.aio.server(options=grpc_options(config, reuse_port=reuse_port))
+        server = grpc.aio.server(
+            options=grpc_options(config, reuse_port=reuse_port),
+            # `[server] max_connections` bounds the calls at once (a stream is one): past it a
+            # call is RESOURCE_EXHAUSTED before any handler runs.
+            maximum_concurrent_rpcs=config.server.max_connections,
+        )
         server.add_generic_rpc_handlers((_handler(services),))
         address = config.server.grpc_listen_address
         credentials = _tls(config)

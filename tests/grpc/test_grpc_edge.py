@@ -5,8 +5,10 @@ status codes and `google.rpc` details; the limits of the HTTP edge."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,7 +20,8 @@ from joserfc.jwk import OctKey
 from looping_core.a2a._jose import b64url, b64url_decode
 from looping_core.testing import FakeGateway
 
-from support.bindings import Answer, Grpc, grpc_error, message
+from support import agents as test_agents
+from support.bindings import Answer, Grpc, grpc_error, grpc_request, message
 from support.serving import RunningAgent, start_agent
 
 SERVICE = "/lf.a2a.v1.A2AService"
@@ -194,3 +197,44 @@ async def test_struct_numbers_keep_their_json_form(binding: Grpc, gateway: FakeG
     metadata = stored[2]["result"]["history"][0]["metadata"]
     assert metadata == {"count": 3, "ratio": 0.5, "nested": [1, {"n": 2}]}
     assert json.dumps(metadata["count"]) == "3"
+
+
+async def test_calls_past_the_cap_are_refused(gateway: FakeGateway) -> None:
+    """`[server] max_connections` bounds gRPC calls at once: with one stream held open the
+    next call is RESOURCE_EXHAUSTED before any handler runs; once the stream ends, calls are
+    served again."""
+    agent, listener = await start_agent([gateway.origin], grpc=True, server="max_connections = 1")
+    try:
+        binding = Grpc(agent, gateway)
+        address = agent.config.server.grpc_url
+        headers = binding.headers("bob", "caller", None)
+        metadata = tuple((key.lower(), value) for key, value in headers.items())
+        key = "cap-" + uuid.uuid4().hex
+        held = grpc_request("SendStreamingMessage", {"tenant": "bob", **_send_params(gateway)})
+        held.message.parts[0].text = key
+        card = grpc_request("GetExtendedAgentCard", {"tenant": "bob"}).SerializeToString()
+        async with grpc.aio.insecure_channel(address) as channel:
+            stream = channel.unary_stream(f"{SERVICE}/SendStreamingMessage")(
+                held.SerializeToString(), metadata=metadata
+            )
+            assert await stream.read() is not grpc.aio.EOF  # the stream is open
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await channel.unary_unary(f"{SERVICE}/GetExtendedAgentCard")(
+                    card, metadata=metadata
+                )
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            stream.cancel()
+            test_agents.RELEASE.setdefault(key, asyncio.Event()).set()
+            for _ in range(100):  # its slot comes back once the server sees the cancel
+                try:
+                    await channel.unary_unary(f"{SERVICE}/GetExtendedAgentCard")(
+                        card, metadata=metadata
+                    )
+                    break
+                except grpc.aio.AioRpcError:
+                    await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("no call was served after the stream ended")
+    finally:
+        await agent.session.close()
+        await listener.cleanup()
