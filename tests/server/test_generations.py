@@ -199,9 +199,11 @@ async def test_a_long_poll_on_postgresql_and_the_job_engine(
     gateway: FakeGateway, postgres_url: str
 ) -> None:
     """The turn runs as a job of the engine; the long-poll is woken by the store's notices
-    (LISTEN/NOTIFY), as streams are."""
+    (LISTEN/NOTIFY), as streams are. The wait's bound is longer than the test's, so only a wake
+    answers in time (a loaded machine's worker may take over a second to start the job)."""
+    waiting_long = POLL.replace("max_wait_seconds = 1", "max_wait_seconds = 60")
     agent, listener = await start_agent(
-        [gateway.origin], store_url=postgres_url, server="a2a_1_1_draft = true", extra=POLL
+        [gateway.origin], store_url=postgres_url, server="a2a_1_1_draft = true", extra=waiting_long
     )
     try:
         binding = BINDINGS["jsonrpc"](agent, gateway, version="1.1")
@@ -211,7 +213,7 @@ async def test_a_long_poll_on_postgresql_and_the_job_engine(
         poll = asyncio.create_task(
             binding.call("GetTask", {"id": task["id"], "currentGeneration": "1"}, tenant="poll")
         )
-        async with asyncio.timeout(10):  # WORKING passes generation 1
+        async with asyncio.timeout(30):  # WORKING passes generation 1
             answered = (await poll).result
         assert generation(answered) >= 2
         current = generation(answered)
@@ -221,7 +223,7 @@ async def test_a_long_poll_on_postgresql_and_the_job_engine(
             )
         )
         release(key)
-        async with asyncio.timeout(10):
+        async with asyncio.timeout(30):
             done = (await poll).result
         assert generation(done) > current
     finally:
