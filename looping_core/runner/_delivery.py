@@ -14,16 +14,28 @@ import time
 from collections.abc import Callable
 
 import aiohttp
+import attrs
 
 from looping_core import _metrics, _tracing
 from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
 from looping_core.a2a.internal import PUSH_CONTENT_TYPE, undeliverable_reason
 from looping_core.config import PushConfig
-from looping_core.store.internal import OutboxItem, TaskStore, now_us
+from looping_core.store.internal import JobTicket, OutboxItem, TaskStore, now_us
 
-__all__ = ["PushDeliverer"]
+__all__ = ["Attempt", "PushDeliverer"]
 
 _log = logging.getLogger("looping_core.push")
+
+
+@attrs.frozen
+class Attempt:
+    """What one attempt of a job engine's job did."""
+
+    again_in: float | None
+    """Seconds until the next attempt when the push is to be tried again; `None` when it is
+    done with (delivered, failed or expired)."""
+    job_finished: bool
+    """Whether its record finished the job (`JobTicket.last`)."""
 
 
 class PushDeliverer:
@@ -45,11 +57,15 @@ class PushDeliverer:
         self._policy = policy
         self._jitter = jitter
         self._wake = asyncio.Event()
-        self._queued_seen = store.pushes_queued
+        self._watching = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
     def start(self) -> None:
+        """Deliver this process's pushes (the embedded runner's), woken as writes queue them."""
+        if not self._watching:
+            self._store.watch_pushes(self.wake)
+            self._watching = True
         self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
 
     @property
@@ -67,13 +83,6 @@ class PushDeliverer:
     def wake(self) -> None:
         """New items were queued: look now instead of at the next due time."""
         self._wake.set()
-
-    def settled(self) -> None:
-        """A turn settled here: look now if it queued a push (the store counts them), not after
-        every turn: most settle with no push config, and a look is two statements."""
-        if self._store.pushes_queued != self._queued_seen:
-            self._queued_seen = self._store.pushes_queued
-            self.wake()
 
     async def _loop(self) -> None:
         while not self._stopping:
@@ -116,52 +125,47 @@ class PushDeliverer:
                 )  # fmt: skip
         return len(items)
 
-    async def deliver(
-        self, item: OutboxItem, *, queue_retry: bool = False, job: int | None = None
-    ) -> float | None:
-        """One attempt (a job engine's job); the seconds until the next one when it is to be
-        tried again, `None` when it is done with (delivered, failed or expired). `queue_retry`:
-        the job engine gets the next attempt as a push job, deferred as this one is recorded
-        (the caller is not a push job that would run again). `job`: the engine's job making
-        the attempt, finished as the attempt is recorded unless it must run again for the next
-        one (a push job whose item is still pending and not `queue_retry`)."""
-        _, next_ts = await self._deliver(item, queue_retry=queue_retry, job=job)
-        return None if next_ts is None else max(0.0, (next_ts - now_us()) / 1_000_000)
+    async def deliver(self, item: OutboxItem, job: JobTicket) -> Attempt:
+        """One attempt, made by the job engine's `job` (the store's `record_attempt` says what
+        its record does for the job)."""
+        _, next_ts, finished = await self._deliver(item, job)
+        again_in = None if next_ts is None else max(0.0, (next_ts - now_us()) / 1_000_000)
+        return Attempt(again_in, finished)
 
     async def _deliver(
-        self, item: OutboxItem, *, queue_retry: bool = False, job: int | None = None
-    ) -> tuple[str, int | None]:
+        self, item: OutboxItem, job: JobTicket | None = None
+    ) -> tuple[str, int | None, bool]:
         """One attempt, in a span continuing the trace of the change the push reports; the
-        item's state afterwards, and when it is due again (µs) if it is still pending."""
+        item's state afterwards, when it is due again (µs) if it is still pending, and whether
+        its record finished `job`."""
         carrier = {"traceparent": item.traceparent} if item.traceparent else None
         with _tracing.span(
             "push", kind="client", carrier=carrier, a2a__task_id=item.task_id,
             looping__push__attempt=item.attempts + 1,
         ) as span:  # fmt: skip
-            outcome, next_ts = await self._attempt(item, queue_retry, job)
+            outcome, next_ts, finished = await self._attempt(item, job)
             span.set(looping__push__outcome=outcome)
             if outcome != "delivered":
                 span.fail(outcome)
             if outcome != "pending":
                 _metrics.PUSH_DELIVERIES.inc(outcome=outcome)
-        return outcome, next_ts
+        return outcome, next_ts, finished
 
     async def _attempt(
-        self, item: OutboxItem, queue_retry: bool, job: int | None
-    ) -> tuple[str, int | None]:
-        """Attempt and record the delivery; the item's state afterwards, and when it is due
-        again if it is still pending."""
+        self, item: OutboxItem, job: JobTicket | None
+    ) -> tuple[str, int | None, bool]:
+        """Attempt and record the delivery; the item's state afterwards, when it is due again
+        if it is still pending, and whether the record finished `job`."""
 
         async def record(
             outcome: str, *, status: int | None, error: str | None, duration_ms: int,
             next_ts: int | None = None,
-        ) -> None:  # fmt: skip
-            ends_job = outcome != "pending" or queue_retry
-            await self._store.record_attempt(
+        ) -> tuple[str, int | None, bool]:  # fmt: skip
+            finished = await self._store.record_attempt(
                 item, status=status, error=error, duration_ms=duration_ms, outcome=outcome,
-                next_attempt_ts=next_ts, queue_retry=queue_retry,
-                end_job=job if ends_job else None,
+                next_attempt_ts=next_ts, job=job,
             )  # fmt: skip
+            return outcome, next_ts, finished
 
         scheme, credentials = item.authentication or (None, "")
         reason = undeliverable_reason(item.url, item.token, scheme, credentials)
@@ -170,10 +174,9 @@ class PushDeliverer:
             # failed now instead of being retried (or blocking the queue) forever.
             _log.warning("push %s for task %s: undeliverable config (%s); failed",
                          item.jti, item.task_id, reason)  # fmt: skip
-            await record(
+            return await record(
                 "failed", status=None, error=f"undeliverable config: {reason}", duration_ms=0
             )
-            return "failed", None
         headers = {"Content-Type": PUSH_CONTENT_TYPE}
         _tracing.inject(headers)
         if scheme is not None:
@@ -203,16 +206,14 @@ class PushDeliverer:
             # Not the receiver's fault and not a network failure: a bug here. Failed and
             # recorded, so it cannot be retried forever or hold up the items behind it.
             _log.exception("push %s for task %s could not be sent", item.jti, item.task_id)
-            await record(
+            return await record(
                 "failed", status=None, error=f"internal: {type(exc).__name__}",
                 duration_ms=int((time.monotonic() - started) * 1000),
             )  # fmt: skip
-            return "failed", None
         _metrics.PUSH_ATTEMPTS.inc(result=f"{status // 100}xx" if status else "error")
         duration_ms = int((time.monotonic() - started) * 1000)
         if status is not None and 200 <= status < 300:
-            await record("delivered", status=status, error=None, duration_ms=duration_ms)
-            return "delivered", None
+            return await record("delivered", status=status, error=None, duration_ms=duration_ms)
         attempts = item.attempts + 1
         age = (now_us() - item.created_ts) / 1_000_000
         if attempts >= self._policy.max_attempts:
@@ -225,8 +226,9 @@ class PushDeliverer:
             "push %s for task %s: attempt %d got %s; %s",
             item.jti, item.task_id, attempts, status or error, outcome,
         )  # fmt: skip
-        await record(outcome, status=status, error=error, duration_ms=duration_ms, next_ts=next_ts)
-        return outcome, next_ts
+        return await record(
+            outcome, status=status, error=error, duration_ms=duration_ms, next_ts=next_ts
+        )
 
     def _backoff(self, attempts: int) -> float:
         """Exponential, capped, with "equal jitter": between half and all of the step."""

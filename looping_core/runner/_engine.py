@@ -51,8 +51,6 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Any
 
 import procrastinate
-import procrastinate.manager
-import procrastinate.worker
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate.job_context import AbortReason
@@ -69,11 +67,10 @@ from looping_core.runner._engine_jobs import (
     SWEEP_TASK,
     TURN_QUEUE,
     TURN_TASK,
-    JobManager,
     RetryLater,
     RetryWhenAsked,
     Worker,
-    connection_pool,
+    engine_app,
 )
 from looping_core.runner._engine_schema import refresh_jobs_statistics
 from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS
@@ -81,6 +78,7 @@ from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import (
     Database,
+    JobTicket,
     OutboxItem,
     StoreUnavailable,
     TaskStore,
@@ -155,13 +153,9 @@ class JobEngine:
         self._config = config
         # A pool that waits for a connection only briefly: a worker stopping because the store
         # went away must not hang in its shutdown (psycopg's default wait is 30 s).
-        connector = procrastinate.PsycopgConnector(
-            conninfo=bounded_connects(url), timeout=POOL_WAIT_SECONDS, pool_factory=connection_pool
+        self.app, self._connector, self._manager = engine_app(
+            bounded_connects(url), POOL_WAIT_SECONDS
         )
-        self._connector = connector
-        self.app = procrastinate.App(connector=connector)
-        self._manager = JobManager(connector)
-        self.app.job_manager = self._manager  # before any task is registered: they keep it
         self._workers: list[asyncio.Task[None]] = []
         self._down: set[str] = set()
         """Workers waiting to be started again after a failure."""
@@ -199,28 +193,29 @@ class JobEngine:
         self._turn_jobs[task_id] = job
         # The turn's end finishes this job when it queues no push: until it is known whether
         # that committed, the worker's finish may find the job gone.
-        self._manager.ending.add(job_id)
+        self._manager.may_finish_itself(job_id)
         try:
-            done = await self._turns.run_or_resume(task_id, job=job_id)
+            ran = await self._turns.run_or_resume(task_id, job=JobTicket(job_id))
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # found WORKING then: on_restart
         finally:
             if self._turn_jobs.get(task_id) is job:
                 del self._turn_jobs[task_id]
-        if self._ended(job_id):  # the turn's end committed, and with it the job's finish
-            self._store.discard_unsent(task_id)  # none
+        end = ran.end
+        if end is not None and end.job_finished:  # committed, and with it the job's finish
+            self._manager.finished_itself(job_id)
             return
-        if not job.cancelling():
-            # Its end did not finish it. (A cancel may have left that write in flight: the
-            # job stays `ending`, and the worker's finish or retry allows for either outcome.)
-            self._manager.ending.discard(job_id)
-        if not done:
+        if not job.cancelling() and not (end is not None and end.pushes is None):
+            # Its end did not finish it. (A cancel may have left that write in flight, and an
+            # end whose commit lost its answer may have finished it: the job stays unknown,
+            # and the worker's finish or retry allows for either outcome.)
+            self._manager.did_not_finish_itself(job_id)
+        if not ran.done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it
-        if job.cancelling():  # canceled: the turn's end lost, the cancel's push has a job
-            self._store.discard_unsent(task_id)
-        else:
-            async with self._again_if_stopping(context):
-                await self._deliver_pushes_of(task_id, job_id)
+        if job.cancelling() or (end is not None and not end.won):
+            return  # the turn's end lost: what won (a cancel) gave its pushes jobs of their own
+        async with self._again_if_stopping(context):
+            await self._deliver_pushes_of(task_id, job_id, end.pushes if end else None)
 
     @contextlib.asynccontextmanager
     async def _again_if_stopping(self, context: procrastinate.JobContext) -> AsyncIterator[None]:
@@ -238,17 +233,21 @@ class JobEngine:
                 raise
             raise RetryLater(0) from None
 
-    async def _deliver_pushes_of(self, task_id: str, job_id: int) -> None:
-        """Deliver the pushes the turn's end queued, from this job: one job per turn. A push to
-        try again gets a push job of its own, deferred as its attempt is recorded. Until then
-        this job is not done, so a worker dying here has the job (and the push) run again. The
-        last push's record finishes the job, in its transaction."""
+    async def _deliver_pushes_of(
+        self, task_id: str, job_id: int, pushes: tuple[OutboxItem, ...] | None
+    ) -> None:
+        """Deliver the pushes the turn's end queued (`None`: not known here, so read back:
+        the job ran again after its worker died, or the end's commit lost its answer), from
+        this job: one job per turn. A push to try again gets a push job of its own, deferred as
+        its attempt is recorded. Until then this job is not done, so a worker dying here has
+        the job (and the push) run again. The last push's record finishes the job, in its
+        transaction."""
         try:
-            items = await self._store.unsent_pushes(task_id)
+            items = await self._store.untried_pushes(task_id) if pushes is None else pushes
             for item in items[:-1]:
-                await self._deliverer.deliver(item, queue_retry=True)
+                await self._deliverer.deliver(item, JobTicket(job_id, last=False))
             if items:
-                await self._deliver_ending(job_id, items[-1], queue_retry=True)
+                await self._deliver_ending(JobTicket(job_id), items[-1])
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same rows, the same jtis
 
@@ -258,32 +257,24 @@ class JobEngine:
             if item is None:
                 return  # done with already (a job run twice), or its config was deleted
             async with self._again_if_stopping(context):
-                again_in = await self._deliver_ending(_job_id(context), item, queue_retry=False)
+                job = JobTicket(_job_id(context), push=outbox_id)
+                again_in = await self._deliver_ending(job, item)
         except StoreUnavailable:
             raise RetryLater(OUTAGE_RETRY_SECONDS) from None  # the same row, the same jti
         if again_in is not None:
             raise RetryLater(again_in)
 
-    async def _deliver_ending(
-        self, job_id: int, item: OutboxItem, *, queue_retry: bool
-    ) -> float | None:
+    async def _deliver_ending(self, job: JobTicket, item: OutboxItem) -> float | None:
         """The job's last attempt, whose record finishes the job in its own transaction unless
-        the job must run again (`deliver`'s `job`): one commit less per job. procrastinate's
-        finish after the job returns is then skipped (`JobManager`)."""
-        self._manager.ending.add(job_id)
-        again_in = await self._deliverer.deliver(item, queue_retry=queue_retry, job=job_id)
-        if not self._ended(job_id):
-            self._manager.ending.discard(job_id)  # it runs again: procrastinate retries it
-        return again_in
-
-    def _ended(self, job_id: int) -> bool:
-        """Whether a write of the store's, now committed, finished the job: then the worker's
-        finish is skipped."""
-        if not self._store.job_ended(job_id):
-            return False
-        self._manager.ending.discard(job_id)
-        self._manager.ended.add(job_id)
-        return True
+        the job must run again (`JobTicket`): one commit less per job. procrastinate's finish
+        after the job returns is then skipped (`JobManager`)."""
+        self._manager.may_finish_itself(job.id)
+        attempt = await self._deliverer.deliver(item, job)
+        if attempt.job_finished:
+            self._manager.finished_itself(job.id)
+        else:
+            self._manager.did_not_finish_itself(job.id)  # it runs again: procrastinate retries
+        return attempt.again_in
 
     async def _retry_stalled_jobs(self, timestamp: int) -> None:
         try:
@@ -438,7 +429,7 @@ class JobEngine:
     async def stop(self) -> None:
         self._stopping = True
         for live in self._live_workers:
-            live.shutdown_graceful_timeout = SHUTDOWN_GRACE_SECONDS
+            live.shorten_grace(SHUTDOWN_GRACE_SECONDS)
         workers, self._workers = self._workers, []
         workers += list(self._live_workers.values())  # draining ones too
         for worker in workers:

@@ -1,8 +1,19 @@
 """procrastinate's side of the job engine: the names of its tasks and queues, the hooks the store
 calls to defer and finish jobs inside its own transaction (`EngineHooks`), the worker and job
-manager adapted to them (`Worker`, `JobManager`), the retry strategy that runs a job again only
-when it asks (`RetryLater`), the connection pool's check, and the start-up pass that gives
-orphaned rows a job (`queue_orphans`). `JobEngine` (`_engine.py`) runs turns and pushes with them.
+manager adapted to them (`Worker`, `JobManager`, `engine_app`), the retry strategy that runs a
+job again only when it asks (`RetryLater`), the connection pool's check, and the start-up pass
+that gives orphaned rows a job (`queue_orphans`). `JobEngine` (`_engine.py`) runs turns and
+pushes with them, through procrastinate's public names only.
+
+Every use of procrastinate's internals is here, each because no public hook carries it:
+
+- `JobManager` replaces the app's job manager (`App.job_manager`), to skip the worker's finish
+  of a job that its own last write finished. procrastinate 3.9's middleware wraps a job's run,
+  not the finish the worker records after it, so it cannot carry this.
+- `Worker` overrides `_fetch_and_process_jobs` (3.8 and later) to learn that a fetch failed,
+  which no public hook says, and sets `shutdown_graceful_timeout` on a running worker.
+- `EngineHooks.job_done` runs procrastinate's own finish statement (`procrastinate.sql`) in the
+  store's transaction.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ __all__ = [
     "RetryWhenAsked",
     "Worker",
     "connection_pool",
+    "engine_app",
     "queue_orphans",
     "still_connected",
 ]
@@ -55,6 +67,21 @@ TURN_QUEUE = "looping-turns"
 PUSH_QUEUE = "looping-pushes"
 SWEEP_QUEUE = "looping-sweeps"
 QUEUES = (TURN_QUEUE, PUSH_QUEUE, SWEEP_QUEUE)
+
+
+def engine_app(
+    conninfo: str, pool_wait_seconds: float
+) -> tuple[procrastinate.App, procrastinate.PsycopgConnector, JobManager]:
+    """procrastinate's app on a pool of connections to `conninfo` (whose check costs no round
+    trip: `connection_pool`, waiting at most `pool_wait_seconds` for a connection), with our
+    job manager in place of its own, set before any task is registered (they keep it)."""
+    connector = procrastinate.PsycopgConnector(
+        conninfo=conninfo, timeout=pool_wait_seconds, pool_factory=connection_pool
+    )
+    app = procrastinate.App(connector=connector)
+    manager = JobManager(connector)
+    app.job_manager = manager
+    return app, connector, manager
 
 
 class Worker(procrastinate.worker.Worker):
@@ -98,6 +125,10 @@ class Worker(procrastinate.worker.Worker):
             self._heartbeat = asyncio.create_task(
                 self._beat_while_draining(), name="looping-drain-heartbeat"
             )
+
+    def shorten_grace(self, seconds: float) -> None:
+        """Give running jobs at most `seconds` once the worker stops (a stop asked for)."""
+        self.shutdown_graceful_timeout = seconds
 
     async def beat(self) -> None:
         """Say this worker lives (nothing once it has unregistered)."""
@@ -186,33 +217,42 @@ class EngineHooks:
 class JobManager(procrastinate.manager.JobManager):
     """procrastinate's job manager, leaving alone the jobs that finished in the transaction of
     their own last write (`EngineHooks.job_done`): its worker finishes every job that returns,
-    and a job deleted already would make that finish fail."""
+    and a job deleted already would make that finish fail. The one place that knows whether a
+    job finished itself: the store only says so of each write it makes (`JobTicket`)."""
 
     def __init__(self, connector: Any) -> None:
         super().__init__(connector)
-        self.ended: set[int] = set()
-        """Jobs whose last write, finishing them, committed: nothing left to do."""
-        self.ending: set[int] = set()
-        """Jobs whose last write was asked for but never answered (a shutdown canceled the
-        wait): finished here unless that write committed."""
+        self._finishing: dict[int, bool] = {}
+        """Jobs whose own last write may finish them: `True` once that write committed and
+        did, `False` while it was asked for but never answered (a shutdown canceled the wait):
+        finished here then, unless it was."""
+
+    def may_finish_itself(self, job_id: int) -> None:
+        """The job's next write may finish it (its outcome is not known yet)."""
+        self._finishing[job_id] = False
+
+    def finished_itself(self, job_id: int) -> None:
+        """The job's write committed and finished it: the worker's finish is skipped."""
+        self._finishing[job_id] = True
+
+    def did_not_finish_itself(self, job_id: int) -> None:
+        """The job's write committed without finishing it: the worker finishes it as usual."""
+        self._finishing.pop(job_id, None)
 
     async def finish_job(
         self, job: engine_jobs.Job, status: engine_jobs.Status, delete_job: bool
     ) -> None:
-        job_id = job.id
-        if job_id in self.ended:
-            self.ended.discard(job_id)
+        finished = self._finishing.pop(job.id, None) if job.id is not None else None
+        if finished:
             return
-        if job_id in self.ending:
-            self.ending.discard(job_id)
+        if finished is False:
             # Not known to have committed: finish it, unless it was (then it is gone).
             await self._unless_gone(job, super().finish_job(job, status, delete_job))
             return
         await super().finish_job(job, status, delete_job)
 
     async def retry_job(self, job: engine_jobs.Job, *args: Any, **options: Any) -> None:
-        if job.id in self.ending:
-            self.ending.discard(job.id)
+        if job.id is not None and self._finishing.pop(job.id, None) is False:
             await self._unless_gone(job, super().retry_job(job, *args, **options))
             return
         await super().retry_job(job, *args, **options)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from looping_core.a2a import Message
 from looping_core.contract import Identity
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
+from looping_core.store.internal import StoreUnavailable, TaskStore, TurnStart
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine
@@ -46,19 +47,13 @@ class EngineRunner:
         self._open = False
         store.watch_events(self._written)
 
-    def start(self, task_id: str, owner: Identity | None = None) -> None:
-        """Nothing: the store deferred the turn's job in the transaction that accepted it
-        (its priority says its place among other tenants' turns)."""
-
-    async def reserve(self) -> bool:
-        """Never: a turn is a job, begun by whichever worker takes it."""
-        return False
-
-    def release(self) -> None:
-        raise RuntimeError("the job engine holds no slots")
-
-    def start_begun(self, begun: BegunTurn) -> None:
-        raise RuntimeError("the job engine begins no turn as it is accepted")
+    async def accept(
+        self, begin: Callable[[bool], Awaitable[TurnStart]], caller: Identity, *, new_task: bool
+    ) -> TurnStart:
+        """Accept a message: the store defers the turn's job in the same write (its priority
+        says its place among other tenants' turns), and whichever worker takes the job begins
+        it."""
+        return await begin(False)
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
         """Wait (at most `timeout` s) until the task's turn ends or asks for input, whichever

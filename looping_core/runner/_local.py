@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from looping_core import _metrics
@@ -22,7 +22,7 @@ from looping_core.a2a import Message, TaskState
 from looping_core.contract import Identity
 from looping_core.runner._patience import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore
+from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore, TurnStart
 
 __all__ = ["LocalRunner"]
 
@@ -39,13 +39,10 @@ class LocalRunner:
         store: TaskStore,
         turns: TurnDriver,
         *,
-        on_settled: Callable[[], None] = lambda: None,
         cancel_poll_seconds: float = CANCEL_POLL_SECONDS,
     ) -> None:
-        """`on_settled` is called whenever a turn settles here (the push deliverer's wake)."""
         self._store = store
         self._turns = turns
-        self._on_settled = on_settled
         self._cancel_poll_seconds = cancel_poll_seconds
         self._open = False
         self._running: dict[str, asyncio.Task[Any]] = {}
@@ -59,16 +56,27 @@ class LocalRunner:
             return
         self._schedule(task_id, None, owner)
 
-    async def reserve(self) -> bool:
-        """Hold a free slot (never waits) for a turn the store may begin as it accepts it."""
-        return self._open and await self._turns.reserve()
-
-    def release(self) -> None:
-        self._turns.release()
-
-    def start_begun(self, begun: BegunTurn) -> None:
-        """Run a turn the store began as it accepted the task, in the slot `reserve` held."""
-        self._schedule(begun.task.id, begun)
+    async def accept(
+        self, begin: Callable[[bool], Awaitable[TurnStart]], caller: Identity, *, new_task: bool
+    ) -> TurnStart:
+        """Accept a message: a new task whose turn can have a slot now (never waited for) is
+        accepted and begun in one write, and runs in that slot; any other turn it began waits
+        for a slot in `caller`'s place."""
+        reserved = new_task and self._open and await self._turns.reserve()
+        try:
+            start = await begin(reserved)
+        except BaseException:
+            if reserved:
+                self._turns.release()
+            raise
+        if start.begun is not None:
+            self._schedule(start.task.id, start.begun)
+            return start
+        if reserved:
+            self._turns.release()  # a duplicate, a follow-up, a refusal
+        if start.started:
+            self.start(start.task.id, caller)
+        return start
 
     def _schedule(
         self, task_id: str, begun: BegunTurn | None, owner: Identity | None = None
@@ -96,7 +104,7 @@ class LocalRunner:
         if job is not None:
             job.cancel()
             _metrics.TURNS.inc(outcome="canceled")
-        self._settle(task_id)  # and, as every settled turn, wakes pushes
+        self._settle(task_id)
 
     def canceled_message(self, tenant: str) -> Message | None:
         return self._turns.canceled_message(tenant)
@@ -135,7 +143,6 @@ class LocalRunner:
                     self.start(task_id)
             except Exception:
                 _log.exception("recovering task %s failed; it is left as it is", task_id)
-        self._on_settled()
 
     async def _watch_cancellations(self) -> None:
         """Stop turns whose task another process ended: their store state is looked up every
@@ -199,4 +206,3 @@ class LocalRunner:
         event = self._settled.pop(task_id, None)
         if event is not None:
             event.set()
-        self._on_settled()

@@ -3,34 +3,30 @@ a job engine's workers anywhere (`EngineRunner`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from looping_core.a2a import Message
 from looping_core.contract import Identity
-from looping_core.store.internal import BegunTurn
+from looping_core.store.internal import TurnStart
 
 __all__ = ["Runner"]
 
 
 class Runner(Protocol):
-    """Starts accepted turns, waits for them to settle, and stops canceled ones."""
+    """Starts accepted turns, waits for them to settle, and stops canceled ones. Each runner
+    is assembled by its own `assemble` (what it needs differs: slots and a recovery pass here,
+    a job engine and its listener there)."""
 
-    def start(self, task_id: str, owner: Identity | None = None) -> None:
-        """Run the task's pending turn (idempotent while it is pending or running). `owner`:
-        the caller whose turn it is, so that turns waiting for a slot take turns by tenant
+    async def accept(
+        self, begin: Callable[[bool], Awaitable[TurnStart]], caller: Identity, *, new_task: bool
+    ) -> TurnStart:
+        """Accept a message and start what it began: `begin(now)` writes it (the store's
+        `start_turn`), with `now` true when the store is to begin a new task's turn in the same
+        transaction (one write instead of two), in a slot the runner holds for it. The runner
+        decides that (`new_task`: the message begins a task), and runs or hands on whatever
+        turn the write began or queued; `caller`'s place among waiting turns is kept by tenant
         and caller."""
-
-    async def reserve(self) -> bool:
-        """Hold a slot, if one is free now, for a turn the store begins as it accepts the task
-        (`TaskStore.start_turn(begin=True)`): one transaction instead of two. `True`: hand the
-        begun turn to `start_begun`, or give the slot back with `release` (a duplicate, a
-        follow-up, a refusal). A runner whose turns run elsewhere holds none."""
-
-    def release(self) -> None:
-        """Give back the slot `reserve` held, unused."""
-
-    def start_begun(self, begun: BegunTurn) -> None:
-        """Run a turn the store began as it accepted its task, in the slot `reserve` held."""
 
     async def wait_settled(self, task_id: str, timeout: float) -> None:
         """Return when the task's turn has ended or asked for input, or after `timeout` s."""

@@ -24,6 +24,8 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import attrs
+
 from looping_core import _metrics, _tracing
 from looping_core._logs import bind
 from looping_core.a2a import (
@@ -53,19 +55,34 @@ from looping_core.runner._slots import FairSlots
 from looping_core.store.internal import (
     ApprovalStore,
     BegunTurn,
+    JobTicket,
     SessionStore,
     StoreUnavailable,
     SubtaskStore,
     TaskStore,
+    TurnEnd,
 )
 
-__all__ = ["UNSETTLED", "TurnDriver"]
+__all__ = ["UNSETTLED", "TurnDriver", "TurnRan"]
 
 _log = logging.getLogger("looping_core.runner")
 
 _ENDINGS = (TurnOutcome.COMPLETED, TurnOutcome.FAILED, TurnOutcome.REJECTED)
 UNSETTLED = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 """States of a task whose turn has not settled (ended, or asked the caller)."""
+
+
+@attrs.frozen
+class TurnRan:
+    """What running a task's turn did."""
+
+    began: bool
+    """Whether a turn began (false: the task was not SUBMITTED)."""
+    end: TurnEnd | None = None
+    """What its last end wrote (none: it did not begin, a cancel stopped it, or the runner
+    failed it)."""
+    done: bool = True
+    """False when a shutdown cut it off: it must run again (`run_or_resume`)."""
 
 
 class TurnDriver:
@@ -85,16 +102,13 @@ class TurnDriver:
         approvals: ApprovalStore | None = None,
         push_progress: bool = False,
         coalesce_seconds: float = 0.05,
-        pushes_from_turn: bool = False,
     ) -> None:
         """`sessions` keeps each caller's conversation for the agents; `store_access` is what
         plugins' tools that own tables get in their `ToolContext` (calls on the store's thread).
         `approvals`: where tool calls that wait for the caller's approval are kept (without,
         such calls are never run);
         `push_progress`: a turn's progress is pushed too (`[push] progress`);
-        `coalesce_seconds`: artifact chunks closer together are one event.
-        `pushes_from_turn`: a turn's end queues its pushes without a job of their own (the job
-        engine's turn job delivers them)."""
+        `coalesce_seconds`: artifact chunks closer together are one event."""
         self._store = store
         self._agents = agents
         self._plugins = plugins
@@ -105,7 +119,6 @@ class TurnDriver:
         self._approvals = approvals
         self._push_progress = push_progress
         self._coalesce_seconds = coalesce_seconds
-        self._pushes_from_turn = pushes_from_turn
         self._slots = FairSlots(config.concurrency)
         self._started: dict[str, float] = {}
         """When each running turn began (monotonic), for its end's log line."""
@@ -125,19 +138,19 @@ class TurnDriver:
         task_id: str,
         begun: BegunTurn | None = None,
         *,
-        job: int | None = None,
+        job: JobTicket | None = None,
         owner: Identity | None = None,
-    ) -> bool:
-        """Run the task's pending turn; `False` when it was not SUBMITTED (nothing began).
-        `begun`: the store began it already, in a slot `reserve` took for it. `job`: the job
-        engine's job running it, finished by the turn's end if that queues no push (the store's
-        `transition`, `end_job`). `owner`: the caller whose turn it is, for its place in the
-        round of waiting turns (`FairSlots`).
+    ) -> TurnRan:
+        """Run the task's pending turn; what it wrote (`began` false when the task was not
+        SUBMITTED: nothing began). `begun`: the store began it already, in a slot `reserve`
+        took for it. `job`: the job engine's job running it, which delivers the pushes its end
+        queues (the store's `end_turn`). `owner`: the caller whose turn it is, for its place in
+        the round of waiting turns (`FairSlots`).
 
         A cancel stops it (logged, not raised); a turn the runner itself broke is failed
         (`RUNNER_ERROR`); `StoreUnavailable` is raised: the runner takes the turn up again.
         """
-        began = True
+        ran = TurnRan(began=True)
         waiting = begun is None
         if waiting:
             _metrics.TURNS_WAITING.inc()
@@ -150,7 +163,7 @@ class TurnDriver:
                 try:
                     # A child of the request that accepted the turn (its context was copied).
                     with _tracing.span("turn", a2a__task_id=task_id):
-                        began = await self._begin_and_run(task_id, begun, job)
+                        ran = await self._begin_and_run(task_id, begun, job)
                 finally:
                     _metrics.TURNS_RUNNING.dec()
         except asyncio.CancelledError:
@@ -175,24 +188,27 @@ class TurnDriver:
             if waiting:
                 _metrics.TURNS_WAITING.dec()
             self._started.pop(task_id, None)
-        return began
+        return ran
 
-    async def run_or_resume(self, task_id: str, *, job: int | None = None) -> bool:
+    async def run_or_resume(self, task_id: str, *, job: JobTicket | None = None) -> TurnRan:
         """Run the task's pending turn wherever it was left: a task left WORKING (its worker
-        died or stopped) is resumed or failed first, as `on_restart` says. `False` when a
-        cancel of the calling task (a shutdown) cut the turn off: it must run again. `job`: as
-        for `run`."""
+        died or stopped) is resumed or failed first, as `on_restart` says. `done` is false when
+        a cancel of the calling task (a shutdown) cut the turn off: it must run again. `job`:
+        as for `run`."""
         current = asyncio.current_task()
         assert current is not None
         # The usual case first: a SUBMITTED task begins. Its state is looked up only when it
         # did not (an interrupted one, or nothing to run).
-        if not await self.run(task_id, job=job):
+        ran = await self.run(task_id, job=job)
+        if not ran.began:
             if await self._store.task_state(task_id) is not TaskState.TASK_STATE_WORKING:
-                return True  # ended (canceled before it ran) or waiting for input
+                return ran  # ended (canceled before it ran) or waiting for input
             if not await self.recover(task_id):
-                return True
-            await self.run(task_id, job=job)
-        return not current.cancelling() or await self._store.task_state(task_id) not in UNSETTLED
+                return ran
+            ran = await self.run(task_id, job=job)
+        if current.cancelling() and await self._store.task_state(task_id) in UNSETTLED:
+            return attrs.evolve(ran, done=False)
+        return ran
 
     async def recover(self, task_id: str) -> bool:
         """Resume (`True`: its turn is SUBMITTED again) or fail a turn a crash interrupted."""
@@ -242,27 +258,30 @@ class TurnDriver:
         finally:
             self._slots.release()
 
-    async def _begin_and_run(self, task_id: str, begun: BegunTurn | None, job: int | None) -> bool:
+    async def _begin_and_run(
+        self, task_id: str, begun: BegunTurn | None, job: JobTicket | None
+    ) -> TurnRan:
         bind(task_id=task_id)  # this turn's log lines say which task (and, below, whose)
         if begun is None:
             begun = await self._store.begin_turn(task_id)
         if begun is None:
-            return False  # canceled before it started, taken, or interrupted (WORKING)
+            return TurnRan(began=False)  # canceled before it started, taken, or interrupted
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message
         bind(tenant=caller.tenant, subject=caller.subject)
         while True:
-            following = await self._one_turn(task, caller, turn_message, job)
+            end, following = await self._one_turn(task, caller, turn_message, job)
             if following is None:
-                return True
+                return TurnRan(began=True, end=end)
             # A follow-up joined the turn unseen: its output is kept, and the follow-up begins
             # the next turn of the same task.
             task, turn_message = await self._store.get(caller, task_id), following
 
     async def _one_turn(
-        self, task: Task, caller: Identity, turn_message: str, job: int | None
-    ) -> str | None:
-        """Run the turn that `turn_message` began and write its end; the messageId of the
-        follow-up that begins the next one when a follow-up joined that this turn never took."""
+        self, task: Task, caller: Identity, turn_message: str, job: JobTicket | None
+    ) -> tuple[TurnEnd, str | None]:
+        """Run the turn that `turn_message` began and write its end; what that wrote, and the
+        messageId of the follow-up that begins the next turn when one joined that this turn
+        never took."""
         task_id = task.id
         self._started[task_id] = time.monotonic()
         agent = self._agents[caller.tenant]
@@ -318,11 +337,11 @@ class TurnDriver:
         return await self._finish(task, result, log.taken_through if log else turn_message, job)
 
     async def _finish(
-        self, task: Task, result: TurnResult, taken_through: str, job: int | None
-    ) -> str | None:
+        self, task: Task, result: TurnResult, taken_through: str, job: JobTicket | None
+    ) -> tuple[TurnEnd, str | None]:
         """Write the turn's end, unless a follow-up joined that the turn did not take: then keep
-        its output and return that follow-up's messageId (it begins the next turn). `job`: the
-        engine's job, finished by this write when it queues no push for the job to deliver."""
+        its output and return that follow-up's messageId too (it begins the next turn). `job`:
+        the engine's job, which delivers the pushes the end queues."""
         task_id = task.id
         reply = agent_message(reply_parts(result.reply), task=task) if result.reply else None
         status_message = reply
@@ -340,26 +359,24 @@ class TurnDriver:
             for out in result.artifacts
         ]
         write = functools.partial(
-            self._store.transition,
+            self._store.end_turn,
             task_id,
             TaskState[result.outcome.value],
-            allowed_from=[TaskState.TASK_STATE_WORKING],
             status_message=status_message,
             reply=reply,
             artifacts=artifacts,
             metadata=result.metadata,
             taken_through=taken_through,
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
-            defer_pushes=not self._pushes_from_turn,
-            end_job=job,
+            job=job,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
         ending = asyncio.ensure_future(patiently(write))
         ending.add_done_callback(_retrieved)  # its outage, if the turn was canceled meanwhile
-        won = await asyncio.shield(ending)
-        if won:
+        end = await asyncio.shield(ending)
+        if end.won:
             _log_turn_end(task_id, result, self._started.pop(task_id, None))
-            return None
+            return end, None
         unseen = await self._store.arrivals(task_id, after=taken_through)
         if unseen and await self._store.next_turn(
             task_id,
@@ -371,9 +388,9 @@ class TurnDriver:
             _log.info(
                 "task %s: a follow-up joined after its turn's end; it begins the next", task_id
             )
-            return unseen[0].message_id
+            return end, unseen[0].message_id
         _log.info("task %s was canceled while its turn ran; its result is discarded", task_id)
-        return None
+        return end, None
 
 
 async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TaskStore) -> None:

@@ -42,31 +42,23 @@ async def accept(context: CallContext, params: SendMessageRequest) -> TurnStart:
     )
     check_history_length(configuration.history_length, "params.configuration.historyLength")
     decisions = decisions_of(params.message)
-    runner, limits = context.runner, context.services.limits
-    # A new task whose turn can run at once is accepted and begun in one transaction.
-    reserved = not params.message.task_id and await runner.reserve()
-    try:
-        start = await context.store.start_turn(
+    limits = context.services.limits.turns[context.identity.tenant]
+
+    async def begin(now: bool) -> TurnStart:
+        return await context.store.start_turn(
             context.identity,
             params.message,
             push,
-            begin=reserved,
-            limits=limits.turns[context.identity.tenant],
+            begin=now,
+            limits=limits,
             decisions=decisions,
             generations=context.generations,
             # The A2A 1.1 draft's guard; in 1.0 the field is not there to heed.
             if_generation=configuration.if_generation_match if context.generations else None,
         )
-    except BaseException:
-        if reserved:
-            runner.release()
-        raise
+
+    start = await context.runner.accept(
+        begin, context.identity, new_task=not params.message.task_id
+    )
     bind(task_id=start.task.id)
-    if start.begun is not None:
-        runner.start_begun(start.begun)
-        return start
-    if reserved:
-        runner.release()
-    if start.started:
-        runner.start(start.task.id, context.identity)
     return start

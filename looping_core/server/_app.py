@@ -23,14 +23,8 @@ from looping_core.contract import PluginStore
 from looping_core.plugins import PluginHost
 from looping_core.server._calls import handle_rpc
 from looping_core.server._connections import ConnectionGuard, ConnectionLimits
-from looping_core.server._edge import (
-    CARD_PATH,
-    JWKS_PATH,
-    Edge,
-    build_edge,
-    handle_agent_card,
-    handle_jwks,
-)
+from looping_core.server._documents import handle_agent_card, handle_jwks
+from looping_core.server._edge import CARD_PATH, JWKS_PATH, Edge, build_edge
 from looping_core.server._health import add_health_routes
 from looping_core.server._inspect import add_inspection_route
 from looping_core.server._limits import Limits

@@ -1,18 +1,16 @@
-"""What the edge serves of itself: its signed cards and its key set (with HTTP validators),
-built once at startup from the config and the signing key (`build_edge`), and the signer of its
-pushes."""
+"""What the edge serves of itself: its signed cards and its key set, built once at startup from
+the config and the signing key (`build_edge`), and the signer of its pushes. The routes that
+serve them, with HTTP validators, are `_documents`."""
 
 from __future__ import annotations
 
 import datetime
-import email.utils
 import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
-from aiohttp import web
 
 from looping_core.a2a import PushSigner, SigningKey, TokenPolicy
 from looping_core.a2a.internal import (
@@ -23,17 +21,8 @@ from looping_core.a2a.internal import (
     sign_card,
 )
 from looping_core.config import Config
-from looping_core.server._services import SERVICES
 
-__all__ = [
-    "CARD_PATH",
-    "JWKS_PATH",
-    "Edge",
-    "build_edge",
-    "handle_agent_card",
-    "handle_jwks",
-    "push_signer",
-]
+__all__ = ["CACHE_CONTROL", "CARD_PATH", "JWKS_PATH", "Edge", "build_edge", "push_signer"]
 
 JWKS_PATH = "/.well-known/jwks.json"
 CARD_PATH = "/.well-known/agent-card.json"
@@ -129,49 +118,3 @@ def push_signer(config: Config, key: SigningKey) -> PushSigner:
     return PushSigner(
         key=key, jwks_url=config.server.base_url + JWKS_PATH, issuer=config.server.base_url
     )
-
-
-async def handle_jwks(request: web.Request) -> web.Response:
-    edge = request.app[SERVICES].edge
-    return _cached(request, edge.jwks_body, edge.jwks_etag, edge.modified)
-
-
-async def handle_agent_card(request: web.Request) -> web.Response:
-    edge = request.app[SERVICES].edge
-    return _cached(request, edge.stub.body, edge.stub.etag, edge.modified)
-
-
-def _cached(
-    request: web.Request, body: bytes, etag: str, modified: datetime.datetime
-) -> web.Response:
-    """`body` with its validators (`ETag`, `Last-Modified`); 304 when the client's copy is
-    current (`If-None-Match` decides when sent, else `If-Modified-Since`)."""
-    headers = {
-        "ETag": etag,
-        "Last-Modified": email.utils.format_datetime(modified, usegmt=True),
-        "Cache-Control": CACHE_CONTROL,
-    }
-    matches = request.headers.get("If-None-Match")
-    if matches is not None:
-        if etag in _etags(matches):
-            return web.Response(status=304, headers=headers)
-    elif _not_modified_since(request.headers.get("If-Modified-Since"), modified):
-        return web.Response(status=304, headers=headers)
-    return web.Response(body=body, content_type="application/json", headers=headers)
-
-
-def _not_modified_since(header: str | None, modified: datetime.datetime) -> bool:
-    if not header:
-        return False
-    try:
-        since = email.utils.parsedate_to_datetime(header)
-    except (TypeError, ValueError):
-        return False  # an unreadable date is ignored, as RFC 9110 says
-    if since.tzinfo is None:
-        return False
-    return modified <= since
-
-
-def _etags(header: str) -> set[str]:
-    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
-    return tags | ({"*"} if "*" in tags else set())

@@ -100,7 +100,6 @@ async def open_runtime(
             store_access=PluginAccess(database),
             push_progress=config.push.progress,
             coalesce_seconds=config.streaming.coalesce_seconds,
-            pushes_from_turn=engine,
         )
         runner: Runner
         jobs = None
@@ -114,9 +113,7 @@ async def open_runtime(
             runner = EngineRunner(store, turns, jobs)
             await jobs.open()
         else:
-            runner = LocalRunner(store, turns, on_settled=deliverer.settled)
-            if config.push.progress:
-                store.watch_events(lambda _task_id: deliverer.wake())
+            runner = LocalRunner(store, turns)
         pruning: asyncio.Task[None] | None = None
         try:
             await runner.open()

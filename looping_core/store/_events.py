@@ -31,7 +31,7 @@ from looping_core.a2a import (
 )
 from looping_core.contract import Identity
 from looping_core.store._notify import EVENTS_CHANNEL, EventNotices
-from looping_core.store._outbox import Outbox
+from looping_core.store._outbox import Outbox, OutboxItem
 from looping_core.store._rows import compact, dump, now_us, timestamp
 
 __all__ = ["Events", "TaskEvent"]
@@ -218,7 +218,10 @@ class Events(Outbox):
         `taskId` and `contextId` set): stored as the task's status, recorded as an event, and
         pushed if `push`. `False` if the task is no longer WORKING (canceled meanwhile)."""
 
+        queued: list[OutboxItem] = []
+
         def write() -> bool:
+            queued.clear()  # a batch undone runs its writes again
             stamp = now_us()
             status = TaskStatus(TaskState.TASK_STATE_WORKING, message, timestamp(stamp))
             update = TaskStatusUpdateEvent(task_id, message.context_id, status)
@@ -239,12 +242,13 @@ class Events(Outbox):
                     return False
                 self._insert_event(task_id, int(row[0]), compact(wire), stamp)
                 if push:
-                    self._queue_pushes(task_id, event)
+                    self._queue_pushes(task_id, queued, event)
                 return True
 
         written = await self._db.run(write)
         if written:
             self._events_written(task_id)
+            self._pushes_written(queued)
         return written
 
     async def artifact_update(

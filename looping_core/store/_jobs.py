@@ -12,7 +12,26 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["JobAlreadyQueued", "JobHooks"]
+import attrs
+
+__all__ = ["JobAlreadyQueued", "JobHooks", "JobTicket"]
+
+
+@attrs.frozen
+class JobTicket:
+    """The job engine's job that makes a write, and what that write is to the job: the one
+    value a runner passes instead of a mode. With it, the pushes a turn's end queues are the
+    job's to deliver (they get no job of their own), and the job's last write finishes it in
+    its own transaction."""
+
+    id: int
+    """procrastinate's id of the job."""
+    push: int | None = None
+    """The outbox row the job exists to deliver (a push job): it runs again to try it again.
+    `None`: a turn's job, whose pushes to try again get push jobs of their own."""
+    last: bool = True
+    """Whether this write is the job's last if it leaves the job nothing to do: it then
+    finishes the job in its transaction."""
 
 
 class JobAlreadyQueued(Exception):

@@ -15,6 +15,7 @@ import attrs
 from looping_core import _tracing
 from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a.internal import printable, undeliverable_reason
+from looping_core.store._jobs import JobTicket
 from looping_core.store._push_configs import opened_settings
 from looping_core.store._rows import Head, StoreBase, now_us
 from looping_core.store._secrets import SecretsUnreadable
@@ -47,37 +48,40 @@ class PendingPushes:
 class Outbox(StoreBase):
     """Queueing pushes (store thread), and what the deliverer reads and records."""
 
-    pushes_queued = 0
-    """How often this process's jobs queued pushes: a hint that lets the deliverer skip looking
-    after a turn that queued none (a job undone and run again may count twice: a spare look)."""
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._unsent: dict[str, list[OutboxItem]] = {}
-        """Pushes a committed write queued without a job, by task, until its job takes them
-        (`unsent_pushes`): the turn's own job delivers them without reading them back. (A job
-        a shutdown cancels between the two leaves its entry: the process is stopping, and the
-        job runs again on another worker, which reads them.)"""
+        self._push_listeners: list[Callable[[], None]] = []
+
+    def watch_pushes(self, listener: Callable[[], None]) -> None:
+        """Call `listener()` on the event loop after a write of this process queued pushes
+        (the embedded deliverer's wake: most writes queue none, and a look costs two
+        statements)."""
+        self._push_listeners.append(listener)
+
+    def _pushes_written(self, queued: list[OutboxItem]) -> None:
+        """After the commit of a write that queued `queued` (none: nobody is told)."""
+        if queued:
+            for listener in self._push_listeners:
+                listener()
 
     def _queue_pushes(
         self,
         task_id: str,
+        queued: list[OutboxItem],
         event: StreamResponse | None = None,
         *,
         head: Head | None = None,
-        unsent: list[OutboxItem] | None = None,
+        for_job: bool = False,
     ) -> None:
         """Queue a push to each of the task's configs: `event`, or the task as it is now (its
-        row is `head` when the caller just wrote it). Each gets a job of the job engine (if
-        any) now, unless `unsent` is given: then it gets the items instead, for the caller to
-        keep once its write committed (`_keep_unsent`), and its job delivers them; a delivery
-        to try again is deferred then."""
+        row is `head` when the caller just wrote it), and add each pending one to `queued`.
+        Each gets a job of the job engine (if any) now, unless `for_job`: then the job making
+        this write delivers them (a delivery to try again is deferred then)."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
         if not configs:
             return
-        self.pushes_queued += 1
         if event is None:
             task = self._snapshot(task_id, 0, include_artifacts=True, head=head)
             event = StreamResponse(task=task)
@@ -121,21 +125,11 @@ class Outbox(StoreBase):
                     " duration_ms) VALUES (?, 1, ?, NULL, ?, 0)",
                     (outbox_id, stamp, f"undeliverable config: {problems}"),
                 )
-            elif unsent is None:
+                continue
+            if not for_job:
                 self._queue_push(outbox_id)
-            else:
-                row = (outbox_id, task_id, config_id, jti, url, body, 0, stamp)
-                unsent.append(_item(row, settings, trace))
-
-    def _keep_unsent(self, task_id: str, items: list[OutboxItem]) -> None:
-        """The pushes a write queued without a job, now that it committed: `unsent_pushes`
-        hands them to the task's job (an empty list too: it then reads nothing)."""
-        self._unsent[task_id] = items
-
-    def discard_unsent(self, task_id: str) -> None:
-        """Forget what a turn's end handed its job (the job was canceled before it took them:
-        the cancel's pushes have jobs of their own)."""
-        self._unsent.pop(task_id, None)
+            row = (outbox_id, task_id, config_id, jti, url, body, 0, stamp)
+            queued.append(_item(row, settings, trace))
 
     async def due_pushes(self, limit: int = 32) -> list[OutboxItem]:
         """This process's pending deliveries that are due, with their config's credentials."""
@@ -149,14 +143,11 @@ class Outbox(StoreBase):
 
         return await self._db.run(read)
 
-    async def unsent_pushes(self, task_id: str) -> list[OutboxItem]:
+    async def untried_pushes(self, task_id: str) -> list[OutboxItem]:
         """The task's pending pushes of the task itself (an end, a question to the caller: not
-        progress, which has jobs of its own) never tried yet: what a job engine's turn job
-        delivers once its turn ended. Those a turn's end queued in this process are not read
-        back (`_keep_unsent`); a job run again elsewhere (its worker died) reads them."""
-        kept = self._unsent.pop(task_id, None)
-        if kept is not None:
-            return kept
+        progress, which has jobs of their own) never tried yet: what a job engine's turn job
+        delivers when its turn's end did not say (the job runs again after its worker died,
+        or the end's commit lost its answer)."""
 
         def read() -> list[OutboxItem]:
             return self._items(
@@ -222,14 +213,15 @@ class Outbox(StoreBase):
         duration_ms: int,
         outcome: str,
         next_attempt_ts: int | None = None,
-        queue_retry: bool = False,
-        end_job: int | None = None,
-    ) -> None:
+        job: JobTicket | None = None,
+    ) -> bool:
         """Record one delivery attempt; `outcome` is the item's new state (`pending` to retry).
-        `queue_retry`: a pending item's next attempt is handed to the job engine in the same
-        transaction (it was tried outside a push job of its own). `end_job`: the engine's job
-        that made the attempt, finished in the same transaction (it will not run again);
-        `job_ended` says so once it committed."""
+        `job`: the engine's job that made it. A pending item's next attempt then gets a push
+        job in the same transaction, unless it is this job's own push (it runs again); and the
+        job's last write finishes the job in it, unless its own push is to be tried again.
+        Returns whether this write finished the job."""
+        own = job is not None and job.push == item.id
+        retry = outcome == "pending"
 
         def write() -> bool:
             with self._db.write():
@@ -243,12 +235,13 @@ class Outbox(StoreBase):
                     " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
                     (item.attempts + 1, outcome, next_attempt_ts, item.id),
                 )
-                if queue_retry and outcome == "pending":
+                if job is None:
+                    return False
+                if retry and not own:
                     self._queue_push(item.id, next_attempt_ts)
-                return self._end_job(end_job)
+                return job.last and not (retry and own) and self._end_job(job)
 
-        if await self._db.run(write) and end_job is not None:
-            self._ended_jobs.add(end_job)
+        return await self._db.run(write)
 
     async def outbox(self, task_id: str) -> list[dict[str, Any]]:
         """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""

@@ -25,7 +25,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._db import Database
 from looping_core.store._errors import TaskNotFound
-from looping_core.store._jobs import JobAlreadyQueued, JobHooks
+from looping_core.store._jobs import JobAlreadyQueued, JobHooks, JobTicket
 from looping_core.store._secrets import PushSecrets
 
 __all__ = [
@@ -135,8 +135,6 @@ class StoreBase:
         self._node = node
         self._worker = worker
         self._jobs = jobs
-        self._ended_jobs: set[int] = set()
-        """Engine jobs a committed write of this process finished (`job_ended`)."""
         self._sql = database.execute
 
     def _queue_turn(self, task_id: str, priority: int = 0) -> None:
@@ -158,21 +156,13 @@ class StoreBase:
         if self._jobs is not None:
             self._jobs.push_queued(self._connection(), outbox_id, at)
 
-    def _end_job(self, job_id: int | None) -> bool:
-        """Finish the engine's job `job_id` in this transaction: its work is this write.
-        Whether there was one to finish."""
-        if self._jobs is None or job_id is None:
+    def _end_job(self, job: JobTicket | None) -> bool:
+        """Finish the engine's job in this transaction: its work is this write. Whether there
+        was one to finish."""
+        if self._jobs is None or job is None:
             return False
-        self._jobs.job_done(self._connection(), job_id)
+        self._jobs.job_done(self._connection(), job.id)
         return True
-
-    def job_ended(self, job_id: int) -> bool:
-        """Whether a committed write finished the engine's job `job_id` (asked once: the
-        answer is forgotten as it is given)."""
-        if job_id in self._ended_jobs:
-            self._ended_jobs.discard(job_id)
-            return True
-        return False
 
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(

@@ -25,6 +25,7 @@ from looping_core.a2a import (
 )
 from looping_core.contract import Identity
 from looping_core.store._errors import TaskNotCancelable
+from looping_core.store._jobs import JobTicket
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._rows import (
     NON_TERMINAL,
@@ -35,7 +36,7 @@ from looping_core.store._rows import (
 )
 from looping_core.store._turn_starts import BegunTurn, TurnStarts
 
-__all__ = ["Turns"]
+__all__ = ["TurnEnd", "Turns"]
 
 _NOTIFY = TERMINAL_STATES | {
     TaskState.TASK_STATE_INPUT_REQUIRED,
@@ -59,6 +60,22 @@ def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
     return message.task_id != task_id or message.context_id != context_id
 
 
+@attrs.frozen
+class TurnEnd:
+    """What a turn's end wrote (`Turns.end_turn`)."""
+
+    won: bool
+    """Whether it ended the task (a cancel, or a follow-up the turn never took, may be first)."""
+    pushes: tuple[OutboxItem, ...] | None = ()
+    """With a job: the pushes it queued for the job to deliver (none when it lost: what won
+    gave its pushes jobs of their own). `None` when this call does not know them: a retry
+    found the end written already (the commit's answer was lost), so they are read back
+    (`untried_pushes`). Without a job: none (they have jobs of their own, or the deliverer's
+    loop sends them)."""
+    job_finished: bool = False
+    """Whether it finished the job (it won, and queued no push for the job to deliver)."""
+
+
 class Turns(TurnStarts):
     """Every state change of a task after it was accepted, each one guarded write."""
 
@@ -72,72 +89,85 @@ class Turns(TurnStarts):
         reply: Message | None = None,
         artifacts: Sequence[Artifact] = (),
         metadata: Mapping[str, Any] | None = None,
-        taken_through: str | None = None,
-        answer_with_message: bool = False,
-        defer_pushes: bool = True,
-        end_job: int | None = None,
     ) -> bool:
         """Move the task to `to` if (and only if) it is in one of `allowed_from`; `metadata`,
-        when given, becomes the task's. With `taken_through` (the last message a turn took), only
-        if no follow-up joined after it: a turn never ends over a message it has not seen.
-        `answer_with_message`: a blocking SendMessage answers with `reply` as a direct message.
-        `defer_pushes=False`: the pushes it queues get no job of their own: the turn's job
-        delivers them, and `unsent_pushes` hands it these without reading them back.
-        `end_job` (with `defer_pushes=False`): the engine's job running the turn, finished in
-        this write if it wins and queues no push (the job has nothing left to do); `job_ended`
-        says so once it committed.
-
-        One guarded UPDATE decides; artifacts, the agent's reply, the task's events and the
-        pushes for terminal and interrupted states are written in the same transaction. Returns
-        whether this call won; a turn's end (`defer_pushes=False`) retried after its commit's
-        answer was lost, which finds the task in `to` already, won too (its job then reads the
-        pushes back).
-        """
-        # The pushes it queues without a job, for the turn's job (none: each gets a job).
-        unsent: list[OutboxItem] | None = None if defer_pushes else []
-        ended: list[int] = []  # the job this write finished, if it did
-        already: list[bool] = []  # it had won before: a commit whose answer was lost
+        when given, becomes the task's. `reply` and `artifacts`, its events, and its pushes for
+        terminal and interrupted states (each with a job of its own) are written in the same
+        transaction. Whether this call won (a turn's own end is `end_turn`)."""
+        queued: list[OutboxItem] = []
 
         def write() -> bool:
-            ended.clear()
-            already.clear()
-            if unsent is not None:
-                unsent.clear()  # a batch undone runs its jobs again
+            queued.clear()  # a batch undone runs its writes again
+            return self._transition(
+                task_id,
+                to,
+                queued,
+                allowed_from=tuple(allowed_from),
+                status_message=status_message,
+                reply=reply,
+                artifacts=tuple(artifacts),
+                metadata=metadata,
+            )
+
+        won = await self._db.run(write)
+        if won:
+            self._events_written(task_id)
+            self._pushes_written(queued)
+        return won
+
+    async def end_turn(
+        self,
+        task_id: str,
+        to: TaskState,
+        *,
+        status_message: Message | None = None,
+        reply: Message | None = None,
+        artifacts: Sequence[Artifact] = (),
+        metadata: Mapping[str, Any] | None = None,
+        taken_through: str | None = None,
+        answer_with_message: bool = False,
+        job: JobTicket | None = None,
+    ) -> TurnEnd:
+        """End a turn: move its WORKING task to `to`, unless a follow-up joined after
+        `taken_through` (the last message the turn took: a turn never ends over a message it
+        has not seen) or the task is no longer WORKING. `metadata`, when given, becomes the
+        task's; `answer_with_message`: a blocking SendMessage answers with `reply` as a direct
+        message. Artifacts, the reply, the events and the pushes are written in the same
+        transaction. `job`: the engine's job running the turn, which delivers the pushes
+        (they get no job of their own) and is finished in this write if there are none.
+
+        Retried after its commit's answer was lost (`patiently`), it finds the task in `to`
+        already: that counts as won, and its pushes are read back (`TurnEnd.pushes` is None).
+        """
+        queued: list[OutboxItem] = []
+
+        def write() -> TurnEnd:
+            queued.clear()  # a batch undone runs its writes again
             won = self._transition(
                 task_id,
                 to,
-                allowed_from=tuple(allowed_from),
+                queued,
+                allowed_from=(TaskState.TASK_STATE_WORKING,),
                 status_message=status_message,
                 reply=reply,
                 artifacts=tuple(artifacts),
                 metadata=metadata,
                 taken_through=taken_through,
                 answer_with_message=answer_with_message,
-                unsent=unsent,
+                for_job=job is not None,
             )
-            if won and end_job is not None and unsent == [] and self._end_job(end_job):
-                ended.append(end_job)
-            if not won and unsent is not None and self._in_state(task_id, to):
-                already.append(True)
-            return won
+            if won:
+                finished = not queued and self._end_job(job)
+                return TurnEnd(True, tuple(queued) if job else (), finished)
+            if job is not None and self._in_state(task_id, to):
+                return TurnEnd(True, None)  # this very write won before its answer was lost
+            return TurnEnd(False)
 
-        won = await self._db.run(write)
-        self._ended_jobs.update(ended)
-        if won:
+        end = await self._db.run(write)
+        if end.won:
             self._events_written(task_id)
-            if unsent is not None:  # committed: the job takes them (none at all: no read)
-                self._keep_unsent(task_id, unsent)
-        elif already:
-            # This very write won before: the store went away as it committed, and a retry
-            # (`patiently`) found the task ended as it wanted. Its pushes have no job of their
-            # own: the turn's job reads them back.
-            self.discard_unsent(task_id)
-            return True
-        elif unsent is not None:
-            # The turn's own end lost: what won (a cancel) gave its pushes jobs of their own,
-            # so the turn's job delivers nothing, and does not read the winner's pushes back.
-            self._keep_unsent(task_id, [])
-        return won
+            self._pushes_written(queued)
+        return end
 
     def _in_state(self, task_id: str, state: TaskState) -> bool:
         """Whether the task is in `state` now (store thread)."""
@@ -148,6 +178,7 @@ class Turns(TurnStarts):
         self,
         task_id: str,
         to: TaskState,
+        queued: list[OutboxItem],
         *,
         allowed_from: tuple[TaskState, ...],
         status_message: Message | None,
@@ -156,8 +187,9 @@ class Turns(TurnStarts):
         metadata: Mapping[str, Any] | None = None,
         taken_through: str | None = None,
         answer_with_message: bool = False,
-        unsent: list[OutboxItem] | None = None,
+        for_job: bool = False,
     ) -> bool:
+        """The guarded write (store thread); the pushes it queues are added to `queued`."""
         if to in TERMINAL_STATES:
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
         if not allowed_from:
@@ -245,7 +277,7 @@ class Turns(TurnStarts):
                 head = Head(
                     task_id, context_id, to.value, status_now, stamp, metadata_now, reply_in_status
                 )
-                self._queue_pushes(task_id, head=head, unsent=unsent)
+                self._queue_pushes(task_id, queued, head=head, for_job=for_job)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:
@@ -313,6 +345,7 @@ class Turns(TurnStarts):
                 won = self._transition(
                     task_id,
                     TaskState.TASK_STATE_WORKING,
+                    [],  # WORKING is pushed only as progress: nothing is queued
                     allowed_from=(TaskState.TASK_STATE_WORKING,),
                     status_message=None,
                     reply=reply,
@@ -338,19 +371,27 @@ class Turns(TurnStarts):
 
         Returns the updated task and whether this call's write won (a racing completion may win).
         """
-        canceled = await self._db.run(self._cancel, caller, task_id, status_message)
+        queued: list[OutboxItem] = []
+        canceled = await self._db.run(self._cancel, caller, task_id, status_message, queued)
         self._events_written(task_id)
+        self._pushes_written(queued)
         return canceled
 
     def _cancel(
-        self, caller: Identity, task_id: str, status_message: Message | None
+        self,
+        caller: Identity,
+        task_id: str,
+        status_message: Message | None,
+        queued: list[OutboxItem],
     ) -> tuple[Task, bool]:
+        queued.clear()  # a batch undone runs its writes again
         head = self._owned(caller, task_id)
         if TaskState(head.state).is_terminal:
             raise TaskNotCancelable(task_id)
         won = self._transition(
             task_id,
             TaskState.TASK_STATE_CANCELED,
+            queued,
             allowed_from=NON_TERMINAL,
             status_message=status_message,
             reply=None,

@@ -20,7 +20,7 @@ from looping_core.store._errors import (
 )
 from looping_core.store._events import TaskEvent
 from looping_core.store._inspection import TaskInspection
-from looping_core.store._jobs import JobAlreadyQueued, JobHooks
+from looping_core.store._jobs import JobAlreadyQueued, JobHooks, JobTicket
 from looping_core.store._migrations import (
     Migration,
     MigrationStatus,
@@ -41,6 +41,7 @@ from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
 from looping_core.store._turn_starts import BegunTurn, TurnLimits, TurnStart
+from looping_core.store._turns import TurnEnd
 from looping_core.store._unreachable import (
     StoreError,
     StoreUnavailable,
@@ -59,6 +60,7 @@ __all__ = [
     "InvalidPageToken",
     "JobAlreadyQueued",
     "JobHooks",
+    "JobTicket",
     "Migration",
     "MigrationStatus",
     "OutboxItem",
@@ -79,6 +81,7 @@ __all__ = [
     "TaskNotFound",
     "TaskStore",
     "TooManyTurns",
+    "TurnEnd",
     "TurnLimits",
     "TurnRefused",
     "TurnStart",

@@ -19,7 +19,7 @@ from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig, Ta
 from looping_core.contract import Identity
 from looping_core.runner._engine_jobs import EngineHooks, JobManager
 from looping_core.runner._engine_schema import apply_engine_schema
-from looping_core.store.internal import Database, TaskStore, bind, upgrade
+from looping_core.store.internal import Database, JobTicket, TaskStore, bind, upgrade
 
 from support.engine import rows
 
@@ -95,8 +95,9 @@ async def test_the_workers_finish_is_skipped_after_the_jobs_own_and_done_when_un
     await connector.open_async()
     try:
         manager = JobManager(connector)
-        manager.ended.add(ended)
-        manager.ending.update({ending_committed, ending_lost})
+        manager.finished_itself(ended)
+        manager.may_finish_itself(ending_committed)
+        manager.may_finish_itself(ending_lost)
         succeeded = engine_jobs.Status.SUCCEEDED
         for job_id in (ended, ending_committed, ending_lost, ordinary):
             await manager.finish_job(job(job_id), status=succeeded, delete_job=True)
@@ -105,8 +106,9 @@ async def test_the_workers_finish_is_skipped_after_the_jobs_own_and_done_when_un
         assert statuses(postgres_url, [ended, ending_committed, ending_lost, ordinary]) == [
             "doing", None, None, None,
         ]  # fmt: skip
-        assert not manager.ended
-        assert not manager.ending
+        # Each is forgotten as it is finished: a second finish is an ordinary one.
+        with pytest.raises(procrastinate.exceptions.ConnectorException):
+            await manager.finish_job(job(ending_committed), status=succeeded, delete_job=True)
         # Only a job whose own write may have finished it is forgiven a finish that finds it
         # gone.
         with pytest.raises(procrastinate.exceptions.ConnectorException):
@@ -118,8 +120,8 @@ async def test_the_workers_finish_is_skipped_after_the_jobs_own_and_done_when_un
 async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins(
     postgres_url: str,
 ) -> None:
-    """The store's side: a turn's end with the job's id (`end_job`) finishes it in the same
-    transaction when it wins and queues no push for the job to deliver, and says so once."""
+    """The store's side: a turn's end made by the job (`JobTicket`) finishes it in the same
+    transaction when it wins and queues no push for the job to deliver, and says so."""
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         apply_engine_schema(connection)
     database = Database.from_url(postgres_url)
@@ -137,31 +139,30 @@ async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins
             return task.id, int(job_id)  # type: ignore[call-overload]
 
         quiet, quiet_job = await begun(None)
-        assert await store.transition(
-            quiet, completed, reply=reply(), defer_pushes=False, end_job=quiet_job
-        )
-        assert store.job_ended(quiet_job)
-        assert not store.job_ended(quiet_job)  # said once
+        end = await store.end_turn(quiet, completed, reply=reply(), job=JobTicket(quiet_job))
+        assert end.won
+        assert end.job_finished
+        assert end.pushes == ()
 
         pushed, pushed_job = await begun(PUSH)
-        assert await store.transition(
-            pushed, completed, reply=reply(), defer_pushes=False, end_job=pushed_job
-        )
-        assert not store.job_ended(pushed_job)  # its push is the job's to deliver
+        end = await store.end_turn(pushed, completed, reply=reply(), job=JobTicket(pushed_job))
+        assert end.won
+        assert not end.job_finished  # its push is the job's to deliver
+        assert end.pushes is not None
+        [item] = end.pushes
 
         lost, lost_job = await begun(None)
         assert await store.transition(lost, TaskState.TASK_STATE_CANCELED)
-        assert not await store.transition(
-            lost, completed, reply=reply(), defer_pushes=False, end_job=lost_job
-        )
-        assert not store.job_ended(lost_job)
+        end = await store.end_turn(lost, completed, reply=reply(), job=JobTicket(lost_job))
+        assert not end.won
+        assert not end.job_finished
 
-        # The pushed turn's job ends with its push's record instead.
-        [item] = await store.unsent_pushes(pushed)
-        await store.record_attempt(
-            item, status=200, error=None, duration_ms=1, outcome="delivered", end_job=pushed_job
-        )
-        assert store.job_ended(pushed_job)
+        # The pushed turn's job ends with its push's record instead; a push job whose push is
+        # to be tried again does not end (it runs again), and no other job is deferred for it.
+        assert await store.record_attempt(
+            item, status=200, error=None, duration_ms=1, outcome="delivered",
+            job=JobTicket(pushed_job),
+        )  # fmt: skip
 
         left = [quiet_job, pushed_job, lost_job]
         assert statuses(postgres_url, left) == [None, None, "todo"]
@@ -183,11 +184,13 @@ async def test_a_retry_asked_of_a_job_its_own_write_finished_is_forgiven(
     await connector.open_async()
     try:
         manager = JobManager(connector)
-        manager.ending.update({gone, still_running})
+        for job_id in (gone, still_running):
+            manager.may_finish_itself(job_id)
         for job_id in (gone, still_running):
             await manager.retry_job(job(job_id))
         assert statuses(postgres_url, [gone, still_running]) == [None, "todo"]
-        # Outside `ending`, a retry of a job that is gone fails as procrastinate's does.
+        # Unless it may have finished itself, a retry of a job that is gone fails as
+        # procrastinate's does.
         with pytest.raises(procrastinate.exceptions.ConnectorException):
             await manager.retry_job(job(gone))
     finally:

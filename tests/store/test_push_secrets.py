@@ -51,10 +51,8 @@ async def delivered(store: TaskStore, task_id: str) -> tuple[str, tuple[str, str
     """What the next push to the task's config would carry."""
     assert await store.begin_turn(task_id) is not None
     reply = Message(message_id=f"r-{task_id}", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
-    assert await store.transition(
-        task_id, TaskState.TASK_STATE_COMPLETED, reply=reply, defer_pushes=False
-    )
-    [item] = await store.unsent_pushes(task_id)
+    await store.end_turn(task_id, TaskState.TASK_STATE_COMPLETED, reply=reply)
+    [item] = await store.untried_pushes(task_id)
     return item.token, item.authentication
 
 

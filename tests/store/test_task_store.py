@@ -26,6 +26,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store.internal import (
     Database,
+    JobTicket,
     TaskStore,
     adopt_node,
     adopt_orphans,
@@ -34,6 +35,8 @@ from looping_core.store.internal import (
     upgrade,
 )
 
+JOB = JobTicket(1)
+"""A job engine's turn job (on SQLite there is none to finish: its pushes are still handed)."""
 ALICE = Identity("t", "https://gateway.example", "alice")
 RUNNING = (TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING)
 
@@ -132,8 +135,8 @@ async def test_racing_terminal_writes_have_exactly_one_winner(database: Database
 async def test_a_turns_end_hands_its_job_the_pushes_it_queued_as_a_read_would(
     database: Database,
 ) -> None:
-    """A turn's end queued without push jobs (`defer_pushes=False`): its job takes the pushes
-    from the write that committed them, the same items another process reads back, once."""
+    """A turn's end made by a job (`JobTicket`): the pushes it queued get no job of their own
+    and come back in what the write returns, the same items another process reads back."""
     store = TaskStore(database)
     elsewhere = TaskStore(database)  # a worker the job would run on after this one died
     authenticated = TaskPushNotificationConfig(
@@ -145,53 +148,58 @@ async def test_a_turns_end_hands_its_job_the_pushes_it_queued_as_a_read_would(
     await store.put_push_config(ALICE, attrs.evolve(authenticated, task_id=task.id))
     assert await store.begin_turn(task.id) is not None
     reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
-    assert await store.transition(
-        task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, defer_pushes=False
-    )
-    read = await elsewhere.unsent_pushes(task.id)
+    end = await store.end_turn(task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, job=JOB)
+    assert end.won
+    assert not end.job_finished  # its pushes are the job's to deliver (and no engine here)
+    assert end.pushes is not None
+    read = await elsewhere.untried_pushes(task.id)
+    assert list(end.pushes) == read
     assert [item.config_id for item in read] == [task.id, "second"]
     assert read[1].authentication == ("Bearer", "s3cret")
     assert json.loads(read[0].body)["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert await store.unsent_pushes(task.id) == read
-    assert await store.unsent_pushes(task.id) == read  # read back now: still pending, untried
     failed = Message(message_id="r2", role=Role.ROLE_AGENT, parts=(Part(text="no"),))
     assert not await store.transition(task.id, TaskState.TASK_STATE_FAILED, reply=failed)
-    assert await store.unsent_pushes(task.id) == read  # a write that lost queued nothing
+    assert await store.untried_pushes(task.id) == read  # a write that lost queued nothing
 
 
 async def test_a_turns_end_that_lost_hands_its_job_nothing(database: Database) -> None:
     """A cancel won over the turn's end: the cancel's push has a job of its own, so the turn's
-    job must not read it back and deliver it a second time."""
+    job must not be handed it to deliver a second time."""
     store = TaskStore(database)
     task = (await store.start_turn(ALICE, user_message(), push_config())).task
     assert await store.begin_turn(task.id) is not None
     assert await store.transition(task.id, TaskState.TASK_STATE_CANCELED)
     reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="late"),))
-    assert not await store.transition(
-        task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, defer_pushes=False
-    )
-    assert await store.unsent_pushes(task.id) == []
+    end = await store.end_turn(task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, job=JOB)
+    assert not end.won
+    assert end.pushes == ()
     [queued] = await store.outbox(task.id)  # the cancel's push, still pending for its own job
     assert queued["state"] == "pending"
-    assert await TaskStore(database).unsent_pushes(task.id) != []  # what a read would have found
+    assert await store.untried_pushes(task.id) != []  # what a read would have found
 
 
 async def test_a_turns_end_retried_after_its_commit_hands_its_job_what_it_queued(
     database: Database,
 ) -> None:
     """The store went away as a turn's end committed, so the write was tried again (the
-    worker's `patiently`) and found the task ended as it wanted: that counts as won, and the
-    turn's job reads back the push the first try queued (it has no job of its own; taking the
-    retry for a lost race with a cancel left it undelivered until the next start)."""
+    worker's `patiently`) and found the task ended as it wanted: that counts as won, and says
+    that its pushes are to be read back (the first try queued them with no job of their own;
+    taking the retry for a lost race with a cancel left them undelivered until the next
+    start)."""
     store = TaskStore(database)
-    first_try = TaskStore(database)  # the same write, whose commit's answer never came back
     task = (await store.start_turn(ALICE, user_message(), push_config())).task
     assert await store.begin_turn(task.id) is not None
     reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
     completed = TaskState.TASK_STATE_COMPLETED
-    assert await first_try.transition(task.id, completed, reply=reply, defer_pushes=False)
-    assert await store.transition(task.id, completed, reply=reply, defer_pushes=False)
-    pushes = await store.unsent_pushes(task.id)
+    first = await store.end_turn(task.id, completed, reply=reply, job=JOB)
+    assert first.won
+    assert first.pushes is not None
+    assert len(first.pushes) == 1
+    again = await store.end_turn(task.id, completed, reply=reply, job=JOB)
+    assert again.won
+    assert again.pushes is None
+    assert not again.job_finished
+    pushes = await store.untried_pushes(task.id)
     assert [json.loads(item.body)["task"]["status"]["state"] for item in pushes] == [
         "TASK_STATE_COMPLETED"
     ]
@@ -200,8 +208,36 @@ async def test_a_turns_end_retried_after_its_commit_hands_its_job_what_it_queued
     other = (await store.start_turn(ALICE, user_message(), push_config())).task
     assert await store.begin_turn(other.id) is not None
     assert await store.transition(other.id, TaskState.TASK_STATE_CANCELED)
-    assert not await store.transition(other.id, completed, reply=reply, defer_pushes=False)
-    assert await store.unsent_pushes(other.id) == []
+    lost = await store.end_turn(other.id, completed, reply=reply, job=JOB)
+    assert not lost.won
+    assert lost.pushes == ()
+
+
+async def test_writes_that_queue_pushes_tell_the_deliverer_after_their_commit(
+    database: Database,
+) -> None:
+    """The embedded deliverer is woken by the writes that queued pushes, once each committed
+    (`watch_pushes`), and by no other write: most turns have no push config."""
+    store = TaskStore(database)
+    told: list[int] = []
+    store.watch_pushes(lambda: told.append(len(told)))
+    quiet = (await store.start_turn(ALICE, user_message(), None)).task
+    assert await store.begin_turn(quiet.id) is not None
+    reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
+    assert (await store.end_turn(quiet.id, TaskState.TASK_STATE_COMPLETED, reply=reply)).won
+    assert told == []
+    pushed = (await store.start_turn(ALICE, user_message(), push_config())).task
+    assert await store.begin_turn(pushed.id) is not None
+    reply = attrs.evolve(reply, message_id="r2")
+    end = await store.end_turn(pushed.id, TaskState.TASK_STATE_COMPLETED, reply=reply)
+    assert end.won
+    assert end.pushes == ()  # without a job, its pushes are the deliverer's
+    assert told == [0]
+    canceled = (await store.start_turn(ALICE, user_message(), push_config())).task
+    await store.cancel(ALICE, canceled.id)
+    assert told == [0, 1]
+    [row] = await store.outbox(canceled.id)
+    assert row["state"] == "pending"
 
 
 async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> None:
@@ -226,13 +262,14 @@ async def test_a_finished_turns_reply_is_written_once_and_ends_the_history(
     task = (await store.start_turn(ALICE, first, None)).task
     assert await store.begin_turn(task.id) is not None
     reply = Message(message_id="r1", role=Role.ROLE_AGENT, parts=(Part(text="done"),))
-    assert await store.transition(
+    end = await store.end_turn(
         task.id,
         TaskState.TASK_STATE_COMPLETED,
         status_message=reply,
         reply=reply,
         answer_with_message=True,
     )
+    assert end.won
     stored = await database.run(
         lambda: database.execute(
             "SELECT message_id FROM messages WHERE task_id = ?", (task.id,)
