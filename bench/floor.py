@@ -165,6 +165,21 @@ def sqlite_seconds() -> float:
     return spent / TURNS
 
 
+async def measure(seconds: int, concurrency: int) -> dict[str, float]:
+    """Each part's CPU seconds per request, and their sum (`floor`), printed as measured."""
+    parts = {"token": await token_seconds()}
+    print(f"gateway token verified   {parts['token'] * 1000:6.3f} ms CPU", flush=True)
+    http = http_seconds(seconds, concurrency)
+    if http is not None:
+        parts["http"] = http
+        print(f"HTTP exchange (c={concurrency})   {http * 1000:6.3f} ms CPU", flush=True)
+    parts["sqlite"] = sqlite_seconds()
+    print(f"a turn's SQLite statements {parts['sqlite'] * 1000:6.3f} ms CPU", flush=True)
+    parts["floor"] = sum(parts.values())
+    print(f"floor                    {parts['floor'] * 1000:6.3f} ms CPU per request", flush=True)
+    return parts
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=5, help="seconds of wrk load")
@@ -174,16 +189,7 @@ async def main() -> None:
     )
     args = parser.parse_args()
     print(f"{os.cpu_count()} CPUs; the parts of one SendMessage, each on its own", flush=True)
-    parts = {"token": await token_seconds()}
-    print(f"gateway token verified   {parts['token'] * 1000:6.3f} ms CPU", flush=True)
-    http = http_seconds(args.seconds, args.concurrency)
-    if http is not None:
-        parts["http"] = http
-        print(f"HTTP exchange (c={args.concurrency})   {http * 1000:6.3f} ms CPU", flush=True)
-    parts["sqlite"] = sqlite_seconds()
-    print(f"a turn's SQLite statements {parts['sqlite'] * 1000:6.3f} ms CPU", flush=True)
-    parts["floor"] = sum(parts.values())
-    print(f"floor                    {parts['floor'] * 1000:6.3f} ms CPU per request", flush=True)
+    parts = await measure(args.seconds, args.concurrency)
     if args.json:
         milliseconds = {name: seconds * 1000 for name, seconds in parts.items()}
         write_results(

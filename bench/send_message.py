@@ -533,6 +533,12 @@ async def main() -> None:
         "--rounds", type=int, default=3, help="measure every server this often; report medians"
     )
     parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="also measure the floor (bench/floor.py) in this run and print the server's CPU"
+        " per request over it",
+    )
+    parser.add_argument(
         "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )
     args = parser.parse_args()
@@ -574,6 +580,8 @@ async def main() -> None:
                 for workers in args.workers
             )
             print(f"{binding:<8} c={level:<3} {peer} {sdk:5.0f}   looping-core {ours}")
+    if args.floor:
+        print_over_floor(args, medians, await floor_parts(args))
     if args.json:
         series = {
             (name if name.startswith("a2a-sdk") else f"looping-core, {name}"): points
@@ -581,6 +589,30 @@ async def main() -> None:
         }
         write_results(args.json, "send_message", series, store=args.store, push=args.push,
                       seconds=args.seconds, rounds=args.rounds)  # fmt: skip
+
+
+async def floor_parts(args: argparse.Namespace) -> dict[str, float]:
+    """The floor under one SendMessage (bench/floor.py), measured now, in this run."""
+    from floor import measure  # noqa: PLC0415 - bench/ is on the path
+
+    print("\nthe floor, measured now (bench/floor.py)", flush=True)
+    level = 16 if 16 in args.levels else args.levels[-1]
+    return await measure(args.seconds, level)
+
+
+def print_over_floor(
+    args: argparse.Namespace, medians: dict[str, Measured], parts: dict[str, float]
+) -> None:
+    """The median server CPU per JSON-RPC SendMessage of each level, over the floor."""
+    floor_ms = parts["floor"] * 1000
+    print(f"\nserver CPU per request / the floor ({floor_ms:.3f} ms), JSON-RPC")
+    for level in args.levels:
+        ours = "   ".join(
+            f"{plural(workers)} {medians[plural(workers)][level]['cpu_ms']:5.3f} ms ="
+            f" {medians[plural(workers)][level]['cpu_ms'] / floor_ms:4.2f}x"
+            for workers in args.workers
+        )
+        print(f"c={level:<3} {ours}")
 
 
 def median_of(runs: list[Measured]) -> Measured:

@@ -20,6 +20,7 @@ import contextvars
 import datetime
 import json
 import logging
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -82,10 +83,19 @@ def bound(**values: str | None) -> Iterator[None]:
             variable.reset(token)
 
 
+_PID = [os.getpid()]
+"""This process's id, kept: `logging` would ask the kernel for it on every record (a system
+call each; `configure` turns that off), and a server logs a line per request."""
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
 class _Context(logging.Filter):
-    """Copies the bound fields onto each record (and a ` [k=v ...]` suffix for text lines)."""
+    """Copies the bound fields onto each record (and a ` [k=v ...]` suffix for text lines), and
+    the process id."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.process is None:
+            record.process = _PID[0]
         pairs = []
         for name in FIELDS:
             value = getattr(record, name, None) or _CONTEXT[name].get()
@@ -177,6 +187,7 @@ def configure(level: str = "info", log_format: str = "text") -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    logging.logProcesses = False  # `_Context` gives each record the kept process id
     # The job engine logs every job it starts and ends; the runner's own line per turn says
     # more. Its warnings and errors still show, and everything at debug.
     engine = logging.getLogger("procrastinate")

@@ -28,7 +28,8 @@ from looping_core.content import Block, ToolApproval
 from looping_core.content import Message as ContentMessage
 from looping_core.contract import SessionRef, SubtaskRecord
 from looping_core.runner._patience import patiently
-from looping_core.store.internal import ApprovalStore, SessionStore, SubtaskStore, TaskStore
+from looping_core.runner._ports import TurnRecords
+from looping_core.store.internal import ApprovalStore, SessionStore, SubtaskStore
 
 __all__ = ["EarlierMessages", "TaskApprovals", "TaskSubtasks", "TurnEventWriter", "TurnSession"]
 
@@ -77,7 +78,7 @@ class TurnEventWriter:
     an artifact wait up to `coalesce` seconds and go out as one event, so a fast model cannot
     flood the store; anything else first sends what waits, so events keep their order."""
 
-    def __init__(self, store: TaskStore, task: Task, push: bool, coalesce: float) -> None:
+    def __init__(self, store: TurnRecords, task: Task, push: bool, coalesce: float) -> None:
         self._store = store
         self._task = task
         self._task_id = task.id
@@ -169,7 +170,7 @@ class TurnSession:
     def __init__(
         self,
         sessions: SessionStore,
-        tasks: TaskStore,
+        tasks: TurnRecords,
         session: SessionRef,
         task_id: str,
         turn: str,

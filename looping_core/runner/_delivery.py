@@ -20,7 +20,8 @@ from looping_core import _metrics, _tracing
 from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
 from looping_core.a2a.internal import PUSH_CONTENT_TYPE, undeliverable_reason
 from looping_core.config import PushConfig
-from looping_core.store.internal import JobTicket, OutboxItem, TaskStore, now_us
+from looping_core.runner._ports import PushOutbox
+from looping_core.store.internal import JobTicket, OutboxItem, now_us
 
 __all__ = ["Attempt", "PushDeliverer"]
 
@@ -44,7 +45,7 @@ class PushDeliverer:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: PushOutbox,
         session: aiohttp.ClientSession,
         signer: PushSigner,
         policy: PushConfig,

@@ -74,6 +74,7 @@ from looping_core.runner._engine_jobs import (
 )
 from looping_core.runner._engine_schema import refresh_jobs_statistics
 from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS
+from looping_core.runner._ports import JobPushes
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
 from looping_core.store.internal import (
@@ -81,7 +82,6 @@ from looping_core.store.internal import (
     JobTicket,
     OutboxItem,
     StoreUnavailable,
-    TaskStore,
     bounded_connects,
 )
 
@@ -134,7 +134,7 @@ class JobEngine:
     def __init__(
         self,
         url: str,
-        store: TaskStore,
+        store: JobPushes,
         turns: TurnDriver,
         deliverer: PushDeliverer,
         config: RunnerConfig,

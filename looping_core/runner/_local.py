@@ -21,8 +21,9 @@ from looping_core import _metrics
 from looping_core.a2a import Message, TaskState
 from looping_core.contract import Identity
 from looping_core.runner._patience import OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX
+from looping_core.runner._ports import TaskStates
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import BegunTurn, StoreUnavailable, TaskStore, TurnStart
+from looping_core.store.internal import BegunTurn, StoreUnavailable, TurnStart
 
 __all__ = ["LocalRunner"]
 
@@ -36,7 +37,7 @@ class LocalRunner:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: TaskStates,
         turns: TurnDriver,
         *,
         cancel_poll_seconds: float = CANCEL_POLL_SECONDS,

@@ -51,6 +51,7 @@ from looping_core.runner._adapters import (
     TurnSession,
 )
 from looping_core.runner._patience import patiently
+from looping_core.runner._ports import TurnRecords
 from looping_core.runner._slots import FairSlots
 from looping_core.store.internal import (
     ApprovalStore,
@@ -59,7 +60,6 @@ from looping_core.store.internal import (
     SessionStore,
     StoreUnavailable,
     SubtaskStore,
-    TaskStore,
     TurnEnd,
 )
 
@@ -91,7 +91,7 @@ class TurnDriver:
 
     def __init__(
         self,
-        store: TaskStore,
+        store: TurnRecords,
         agents: Mapping[str, Agent],
         plugins: Mapping[str, PluginHost],
         config: RunnerConfig,
@@ -393,7 +393,7 @@ class TurnDriver:
         return end, None
 
 
-async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TaskStore) -> None:
+async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TurnRecords) -> None:
     """A turn stopped by its task's cancel: the task keeps what the agent says it had done.
     Nothing is written when the task is not CANCELED (a turn stopped by a shutdown)."""
     try:

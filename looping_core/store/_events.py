@@ -240,9 +240,10 @@ class Events(Outbox):
                 ).fetchone()
                 if row is None:
                     return False
-                self._insert_event(task_id, int(row[0]), compact(wire), stamp)
+                body = compact(wire)
+                self._insert_event(task_id, int(row[0]), body, stamp)
                 if push:
-                    self._queue_pushes(task_id, queued, event)
+                    self._queue_pushes(task_id, queued, body)
                 return True
 
         written = await self._db.run(write)

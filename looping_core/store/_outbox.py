@@ -13,11 +13,10 @@ from typing import Any
 import attrs
 
 from looping_core import _tracing
-from looping_core.a2a import StreamResponse, to_wire
 from looping_core.a2a.internal import printable, undeliverable_reason
 from looping_core.store._jobs import JobTicket
 from looping_core.store._push_configs import opened_settings
-from looping_core.store._rows import Head, StoreBase, now_us
+from looping_core.store._rows import StoreBase, compact, now_us
 from looping_core.store._secrets import SecretsUnreadable
 
 __all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
@@ -64,28 +63,37 @@ class Outbox(StoreBase):
             for listener in self._push_listeners:
                 listener()
 
+    def _task_body(self, task_id: str, context_id: str, status: str, metadata: str | None) -> str:
+        """The push of a task as a write just left it (store thread): a `StreamResponse` whose
+        task is spliced from the JSON the write holds (its status and metadata) and its
+        artifacts' stored JSON, with no history; the same bytes as encoding the task read back,
+        without reading the row or decoding a value."""
+        artifacts = [
+            body
+            for (body,) in self._sql(
+                "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
+            ).fetchall()
+        ]
+        fields = [f'"id":{compact(task_id)},"contextId":{compact(context_id)}']
+        fields.append(f'"status":{status}')
+        if artifacts:
+            fields.append(f'"artifacts":[{",".join(artifacts)}]')
+        if metadata is not None:
+            fields.append(f'"metadata":{metadata}')
+        return '{"task":{' + ",".join(fields) + "}}"
+
     def _queue_pushes(
-        self,
-        task_id: str,
-        queued: list[OutboxItem],
-        event: StreamResponse | None = None,
-        *,
-        head: Head | None = None,
-        for_job: bool = False,
+        self, task_id: str, queued: list[OutboxItem], body: str, *, for_job: bool = False
     ) -> None:
-        """Queue a push to each of the task's configs: `event`, or the task as it is now (its
-        row is `head` when the caller just wrote it), and add each pending one to `queued`.
-        Each gets a job of the job engine (if any) now, unless `for_job`: then the job making
-        this write delivers them (a delivery to try again is deferred then)."""
+        """Queue a push of `body` (a `StreamResponse`'s compact JSON) to each of the task's
+        configs, and add each pending one to `queued`. Each gets a job of the job engine (if
+        any) now, unless `for_job`: then the job making this write delivers them (a delivery to
+        try again is deferred then)."""
         configs = self._sql(
             "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
         ).fetchall()
         if not configs:
             return
-        if event is None:
-            task = self._snapshot(task_id, 0, include_artifacts=True, head=head)
-            event = StreamResponse(task=task)
-        body = json.dumps(to_wire(event), separators=(",", ":"))
         stamp = now_us()
         trace = _tracing.traceparent()  # the job runs in its caller's context
         for raw_config_id, config in configs:

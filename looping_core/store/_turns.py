@@ -272,12 +272,9 @@ class Turns(TurnStarts):
             bodies.append(compact({"statusUpdate": update}))
             self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY and pushed:
-                # The task as this write left it: the push's snapshot reads no row back.
-                status_now = compact(message_wire) if message_wire else None
-                head = Head(
-                    task_id, context_id, to.value, status_now, stamp, metadata_now, reply_in_status
-                )
-                self._queue_pushes(task_id, queued, head=head, for_job=for_job)
+                # The task as this write left it, from the JSON this write holds.
+                body = self._task_body(task_id, context_id, compact(status), metadata_now)
+                self._queue_pushes(task_id, queued, body, for_job=for_job)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:

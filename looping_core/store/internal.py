@@ -31,7 +31,7 @@ from looping_core.store._migrations import (
     plugin_versions,
     upgrade,
 )
-from looping_core.store._outbox import OutboxItem
+from looping_core.store._outbox import OutboxItem, PendingPushes
 from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
 from looping_core.store._rows import NON_TERMINAL, now_us
@@ -64,6 +64,7 @@ __all__ = [
     "Migration",
     "MigrationStatus",
     "OutboxItem",
+    "PendingPushes",
     "PluginAccess",
     "PruneCounts",
     "PushConfigNotFound",
