@@ -32,7 +32,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._notify import EVENTS_CHANNEL, EventNotices
 from looping_core.store._outbox import Outbox, OutboxItem
-from looping_core.store._rows import compact, dump, now_us, timestamp
+from looping_core.store._rows import StoreBase, compact, dump, now_us, timestamp
 
 __all__ = ["Events", "TaskEvent"]
 
@@ -58,12 +58,14 @@ class TaskEvent:
         return state is not None and (state.is_terminal or state.is_interrupted)
 
 
-class Events(Outbox):
+class Events(StoreBase):
     """Writing events (store thread, inside the write that makes the change), reading them back,
-    and telling this process's listeners (a stream hub) which tasks have new ones."""
+    and telling this process's listeners (a stream hub) which tasks have new ones. A progress
+    that is pushed queues its push in `outbox`, in the same write."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, outbox: Outbox, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._outbox = outbox
         self._event_listeners: list[Callable[[str], None]] = []
         self._data_version: int | None = None
         """SQLite's `data_version` at the last look for other processes' events."""
@@ -73,11 +75,11 @@ class Events(Outbox):
         (other processes' events are found by reading: `events_after`)."""
         self._event_listeners.append(listener)
 
-    def _events_written(self, task_id: str) -> None:
+    def events_written(self, task_id: str) -> None:
         for listener in self._event_listeners:
             listener(task_id)
 
-    def _next_event(self, task_id: str, *, while_in: TaskState | None = None) -> tuple[int, str]:
+    def next_event(self, task_id: str, *, while_in: TaskState | None = None) -> tuple[int, str]:
         """Take the task's next event number (locking its row), with its contextId; `(0, "")`
         when `while_in` is given and the task is not in that state."""
         guard, args = ("", ()) if while_in is None else (" AND state = ?", (while_in.value,))
@@ -88,12 +90,10 @@ class Events(Outbox):
         ).fetchone()
         return (int(row[0]), row[1]) if row is not None else (0, "")
 
-    def _insert_event(
-        self, task_id: str, seq: int, event: StreamResponse | str, stamp: int
-    ) -> None:
-        self._insert_events(task_id, seq, [event], stamp)
+    def insert_event(self, task_id: str, seq: int, event: StreamResponse | str, stamp: int) -> None:
+        self.insert_events(task_id, seq, [event], stamp)
 
-    def _insert_events(
+    def insert_events(
         self, task_id: str, first: int, events: Sequence[StreamResponse | str], stamp: int
     ) -> None:
         """Store `events` of the task numbered from `first` on, in one statement."""
@@ -163,13 +163,13 @@ class Events(Outbox):
         found, last, self._data_version = await self._db.run(read)
         return found, last
 
-    def _status_event(
+    def status_event(
         self, task_id: str, state: TaskState, message: Message | None, stamp: int
     ) -> StreamResponse:
-        seq, context_id = self._next_event(task_id)
+        seq, context_id = self.next_event(task_id)
         status = TaskStatus(state=state, message=message, timestamp=timestamp(stamp))
         event = StreamResponse(status_update=TaskStatusUpdateEvent(task_id, context_id, status))
-        self._insert_event(task_id, seq, event, stamp)
+        self.insert_event(task_id, seq, event, stamp)
         return event
 
     async def stream_start(self, caller: Identity, task_id: str) -> tuple[Task, int]:
@@ -241,15 +241,15 @@ class Events(Outbox):
                 if row is None:
                     return False
                 body = compact(wire)
-                self._insert_event(task_id, int(row[0]), body, stamp)
+                self.insert_event(task_id, int(row[0]), body, stamp)
                 if push:
-                    self._queue_pushes(task_id, queued, body)
+                    self._outbox.queue_pushes(task_id, queued, body)
                 return True
 
         written = await self._db.run(write)
         if written:
-            self._events_written(task_id)
-            self._pushes_written(queued)
+            self.events_written(task_id)
+            self._outbox.pushes_written(queued)
         return written
 
     async def artifact_update(
@@ -260,17 +260,17 @@ class Events(Outbox):
 
         def write() -> bool:
             with self._db.write():
-                seq, context_id = self._next_event(task_id, while_in=TaskState.TASK_STATE_WORKING)
+                seq, context_id = self.next_event(task_id, while_in=TaskState.TASK_STATE_WORKING)
                 if not seq:
                     return False
                 update = TaskArtifactUpdateEvent(
                     task_id, context_id, artifact, append=append, last_chunk=last_chunk
                 )
                 event = StreamResponse(artifact_update=update)
-                self._insert_event(task_id, seq, event, now_us())
+                self.insert_event(task_id, seq, event, now_us())
                 return True
 
         written = await self._db.run(write)
         if written:
-            self._events_written(task_id)
+            self.events_written(task_id)
         return written

@@ -57,13 +57,13 @@ class Outbox(StoreBase):
         statements)."""
         self._push_listeners.append(listener)
 
-    def _pushes_written(self, queued: list[OutboxItem]) -> None:
+    def pushes_written(self, queued: list[OutboxItem]) -> None:
         """After the commit of a write that queued `queued` (none: nobody is told)."""
         if queued:
             for listener in self._push_listeners:
                 listener()
 
-    def _task_body(self, task_id: str, context_id: str, status: str, metadata: str | None) -> str:
+    def task_body(self, task_id: str, context_id: str, status: str, metadata: str | None) -> str:
         """The push of a task as a write just left it (store thread): a `StreamResponse` whose
         task is spliced from the JSON the write holds (its status and metadata) and its
         artifacts' stored JSON, with no history; the same bytes as encoding the task read back,
@@ -82,7 +82,7 @@ class Outbox(StoreBase):
             fields.append(f'"metadata":{metadata}')
         return '{"task":{' + ",".join(fields) + "}}"
 
-    def _queue_pushes(
+    def queue_pushes(
         self, task_id: str, queued: list[OutboxItem], body: str, *, for_job: bool = False
     ) -> None:
         """Queue a push of `body` (a `StreamResponse`'s compact JSON) to each of the task's
@@ -227,9 +227,12 @@ class Outbox(StoreBase):
         `job`: the engine's job that made it. A pending item's next attempt then gets a push
         job in the same transaction, unless it is this job's own push (it runs again); and the
         job's last write finishes the job in it, unless its own push is to be tried again.
-        Returns whether this write finished the job."""
+        `next_attempt_ts` is kept in one place: the row's, for the embedded deliverer; with a
+        job, the engine's job holds it (the row keeps its first). Returns whether this write
+        finished the job."""
         own = job is not None and job.push == item.id
         retry = outcome == "pending"
+        row_due = next_attempt_ts if job is None else None
 
         def write() -> bool:
             with self._db.write():
@@ -241,7 +244,7 @@ class Outbox(StoreBase):
                 self._sql(
                     "UPDATE push_outbox SET attempts = ?, state = ?,"
                     " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
-                    (item.attempts + 1, outcome, next_attempt_ts, item.id),
+                    (item.attempts + 1, outcome, row_due, item.id),
                 )
                 if job is None:
                     return False

@@ -74,11 +74,11 @@ class PushConfigs(StoreBase):
         def write() -> TaskPushNotificationConfig:
             with self._db.write():
                 self._owned(caller, config.task_id)
-                return self._put_push_config(config.task_id, config)
+                return self.write_push_config(config.task_id, config)
 
         return await self._db.run(write)
 
-    def _put_push_config(
+    def write_push_config(
         self, task_id: str, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
         stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid.uuid4()), tenant="")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import peewee
@@ -30,10 +31,12 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import Events
+from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
     RUNNING,
     Head,
+    StoreBase,
     dump,
     new_id,
     now_us,
@@ -93,8 +96,17 @@ class TurnStart:
     when asked for (`start_turn(generations=True)`), else 0 for any other."""
 
 
-class TurnStarts(Events, PushConfigs):
-    """Accepting a user message exactly once: a new task, or a follow-up to one."""
+class TurnStarts(StoreBase):
+    """Accepting a user message exactly once: a new task, or a follow-up to one. Its events are
+    written by `events`, its push config by `push_configs`, in the same write."""
+
+    def __init__(
+        self, *args: Any, events: Events, push_configs: PushConfigs, outbox: Outbox, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._events = events
+        self._push_configs = push_configs
+        self._outbox = outbox
 
     async def start_turn(
         self,
@@ -136,7 +148,9 @@ class TurnStarts(Events, PushConfigs):
             # messageId first; this transaction was rolled back, and the retry finds that turn.
             start = await self._db.run(accept)
         if start.begun is not None or (start.started and message.task_id):
-            self._events_written(start.task.id)  # the turn's WORKING, the follow-up's SUBMITTED
+            self._events.events_written(
+                start.task.id
+            )  # the turn's WORKING, the follow-up's SUBMITTED
         return start
 
     def _start_turn(
@@ -224,7 +238,9 @@ class TurnStarts(Events, PushConfigs):
             if push is not None:
                 # An inline config without an id takes the task's id (as the official SDK does),
                 # so the config a gateway re-sends with every turn replaces itself.
-                self._put_push_config(task_id, attrs.evolve(push, id=push.id or task_id))
+                self._push_configs.write_push_config(
+                    task_id, attrs.evolve(push, id=push.id or task_id)
+                )
             if message.task_id:
                 generation = self._generation(task_id) if generations else 0  # read first
                 snapshot = self._snapshot(task_id, None, include_artifacts=True)
@@ -276,7 +292,7 @@ class TurnStarts(Events, PushConfigs):
         begin's own write took); returns the status."""
         working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
         update = TaskStatusUpdateEvent(task_id, context_id, working)
-        self._insert_events(task_id, seq, [StreamResponse(status_update=update)], stamp)
+        self._events.insert_events(task_id, seq, [StreamResponse(status_update=update)], stamp)
         return working
 
     def _begin_next_turn(self, head: Head, message_id: str, stamp: int) -> None:
@@ -296,7 +312,7 @@ class TurnStarts(Events, PushConfigs):
         ).rowcount
         if updated != 1:
             raise TurnRefused("The task changed state; fetch it and try again")
-        self._status_event(head.id, TaskState.TASK_STATE_SUBMITTED, None, stamp)
+        self._events.status_event(head.id, TaskState.TASK_STATE_SUBMITTED, None, stamp)
 
     @staticmethod
     def _check_follow_up(message: Message, head: Head) -> None:

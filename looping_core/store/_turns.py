@@ -111,8 +111,8 @@ class Turns(TurnStarts):
 
         won = await self._db.run(write)
         if won:
-            self._events_written(task_id)
-            self._pushes_written(queued)
+            self._events.events_written(task_id)
+            self._outbox.pushes_written(queued)
         return won
 
     async def end_turn(
@@ -165,8 +165,8 @@ class Turns(TurnStarts):
 
         end = await self._db.run(write)
         if end.won:
-            self._events_written(task_id)
-            self._pushes_written(queued)
+            self._events.events_written(task_id)
+            self._outbox.pushes_written(queued)
         return end
 
     def _in_state(self, task_id: str, state: TaskState) -> bool:
@@ -270,11 +270,11 @@ class Turns(TurnStarts):
                 status["message"] = message_wire
             update = {"taskId": task_id, "contextId": context_id, "status": status}
             bodies.append(compact({"statusUpdate": update}))
-            self._insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
+            self._events.insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY and pushed:
                 # The task as this write left it, from the JSON this write holds.
-                body = self._task_body(task_id, context_id, compact(status), metadata_now)
-                self._queue_pushes(task_id, queued, body, for_job=for_job)
+                body = self._outbox.task_body(task_id, context_id, compact(status), metadata_now)
+                self._outbox.queue_pushes(task_id, queued, body, for_job=for_job)
             return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:
@@ -309,7 +309,7 @@ class Turns(TurnStarts):
 
         begun = await self._db.run(begin)
         if begun is not None:
-            self._events_written(task_id)
+            self._events.events_written(task_id)
         return begun
 
     async def arrivals(self, task_id: str, after: str) -> list[Message]:
@@ -357,7 +357,7 @@ class Turns(TurnStarts):
 
         won = await self._db.run(write)
         if won:
-            self._events_written(task_id)
+            self._events.events_written(task_id)
         return won
 
     async def cancel(
@@ -370,8 +370,8 @@ class Turns(TurnStarts):
         """
         queued: list[OutboxItem] = []
         canceled = await self._db.run(self._cancel, caller, task_id, status_message, queued)
-        self._events_written(task_id)
-        self._pushes_written(queued)
+        self._events.events_written(task_id)
+        self._outbox.pushes_written(queued)
         return canceled
 
     def _cancel(

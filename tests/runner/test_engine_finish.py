@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 
+import attrs
 import procrastinate
 import psycopg
 import pytest
@@ -157,12 +158,40 @@ async def test_a_turns_end_finishes_its_job_only_when_it_queues_no_push_and_wins
         assert not end.won
         assert not end.job_finished
 
+        # A failed attempt the turn's job made, not its last write: its retry gets a push job
+        # of its own, scheduled when the deliverer said (the one place that time is kept: the
+        # outbox row keeps its first), and the turn's job goes on.
+        later = item.created_ts + 3_600_000_000
+        assert not await store.record_attempt(
+            item, status=503, error=None, duration_ms=1, outcome="pending",
+            next_attempt_ts=later, job=JobTicket(pushed_job, last=False),
+        )  # fmt: skip
+        [(push_job, scheduled)] = rows(
+            postgres_url,
+            "SELECT id, extract(epoch FROM scheduled_at) * 1000000 FROM procrastinate_jobs"
+            f" WHERE task_name = 'looping.deliver_push' AND args ->> 'outbox_id' = '{item.id}'",
+        )
+        assert abs(float(scheduled) - later) < 1_000_000  # type: ignore[arg-type]
+        [(row_due,)] = rows(
+            postgres_url, f"SELECT next_attempt_ts FROM push_outbox WHERE id = {item.id}"
+        )
+        assert row_due == item.created_ts
         # The pushed turn's job ends with its push's record instead; a push job whose push is
         # to be tried again does not end (it runs again), and no other job is deferred for it.
-        assert await store.record_attempt(
-            item, status=200, error=None, duration_ms=1, outcome="delivered",
-            job=JobTicket(pushed_job),
+        again = attrs.evolve(item, attempts=1)
+        assert not await store.record_attempt(
+            again, status=503, error=None, duration_ms=1, outcome="pending",
+            next_attempt_ts=later, job=JobTicket(int(push_job), push=item.id),  # type: ignore[call-overload]
         )  # fmt: skip
+        assert await store.record_attempt(
+            attrs.evolve(item, attempts=2), status=200, error=None, duration_ms=1,
+            outcome="delivered", job=JobTicket(pushed_job),
+        )  # fmt: skip
+        pushes = rows(
+            postgres_url,
+            "SELECT count(*) FROM procrastinate_jobs WHERE task_name = 'looping.deliver_push'",
+        )
+        assert pushes == [(1,)]
 
         left = [quiet_job, pushed_job, lost_job]
         assert statuses(postgres_url, left) == [None, None, "todo"]

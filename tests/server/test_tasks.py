@@ -592,7 +592,7 @@ async def test_a_receiver_failing_three_times_gets_the_same_jti(
     assert [p.status for p in attempts] == [503, 503, 503, 200]
     assert {p.claims["jti"] for p in attempts if p.claims} == {delivered.claims["jti"]}  # type: ignore[index]
     for _ in range(200):  # the deliverer records the outcome after the receiver answered
-        [row] = await agent.app[SERVICES].store.outbox(task["id"])
+        [row] = await agent.app[SERVICES].store.outbox_rows(task["id"])
         if row["state"] != "pending":
             break
         await asyncio.sleep(0.01)
@@ -684,7 +684,7 @@ async def test_deliveries_stop_after_max_attempts(gateway: FakeGateway) -> None:
     try:
         task = await send(agent, gateway, "never delivered")
         for _ in range(300):
-            [row] = await agent.app[SERVICES].store.outbox(task["id"]) or [None]
+            [row] = await agent.app[SERVICES].store.outbox_rows(task["id"]) or [None]
             if row and row["state"] != "pending":
                 break
             await asyncio.sleep(0.01)

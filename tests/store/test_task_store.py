@@ -128,7 +128,7 @@ async def test_racing_terminal_writes_have_exactly_one_winner(database: Database
     assert sum(won) == 1
     winner = outcomes[won.index(True)]
     assert (await store.get(ALICE, task.id)).status.state is winner
-    [queued] = await store.outbox(task.id)  # one terminal state, one push
+    [queued] = await store.outbox_rows(task.id)  # one terminal state, one push
     assert queued["state"] == "pending"
 
 
@@ -173,7 +173,7 @@ async def test_a_turns_end_that_lost_hands_its_job_nothing(database: Database) -
     end = await store.end_turn(task.id, TaskState.TASK_STATE_COMPLETED, reply=reply, job=JOB)
     assert not end.won
     assert end.pushes == ()
-    [queued] = await store.outbox(task.id)  # the cancel's push, still pending for its own job
+    [queued] = await store.outbox_rows(task.id)  # the cancel's push, still pending for its own job
     assert queued["state"] == "pending"
     assert await store.untried_pushes(task.id) != []  # what a read would have found
 
@@ -203,7 +203,7 @@ async def test_a_turns_end_retried_after_its_commit_hands_its_job_what_it_queued
     assert [json.loads(item.body)["task"]["status"]["state"] for item in pushes] == [
         "TASK_STATE_COMPLETED"
     ]
-    assert len(await store.outbox(task.id)) == 1  # the retry queued nothing more
+    assert len(await store.outbox_rows(task.id)) == 1  # the retry queued nothing more
     # A cancel that won is still told apart: its push keeps its own job.
     other = (await store.start_turn(ALICE, user_message(), push_config())).task
     assert await store.begin_turn(other.id) is not None
@@ -236,7 +236,7 @@ async def test_writes_that_queue_pushes_tell_the_deliverer_after_their_commit(
     canceled = (await store.start_turn(ALICE, user_message(), push_config())).task
     await store.cancel(ALICE, canceled.id)
     assert told == [0, 1]
-    [row] = await store.outbox(canceled.id)
+    [row] = await store.outbox_rows(canceled.id)
     assert row["state"] == "pending"
 
 
@@ -249,7 +249,7 @@ async def test_a_failed_terminal_write_leaves_no_trace(database: Database) -> No
     got = await store.get(ALICE, task.id)
     assert got.status.state is TaskState.TASK_STATE_CANCELED
     assert [message.message_id for message in got.history] == [task.history[0].message_id]
-    assert len(await store.outbox(task.id)) == 1
+    assert len(await store.outbox_rows(task.id)) == 1
 
 
 async def test_a_finished_turns_reply_is_written_once_and_ends_the_history(
