@@ -18,7 +18,7 @@ import attrs
 
 from looping_core import _metrics, _tracing
 from looping_core.a2a import SIGNATURE_HEADER, TOKEN_HEADER, PushSigner
-from looping_core.a2a.internal import PUSH_CONTENT_TYPE, undeliverable_reason
+from looping_core.a2a.internal import PUSH_CONTENT_TYPE
 from looping_core.config import PushConfig
 from looping_core.runner._ports import PushOutbox
 from looping_core.store.internal import JobTicket, OutboxItem, now_us
@@ -168,16 +168,9 @@ class PushDeliverer:
             )  # fmt: skip
             return outcome, next_ts, finished
 
+        # Its target was checked once, at the edge or as an older release's row was first
+        # read (`target_verdict`): an item here can be sent.
         scheme, credentials = item.authentication or (None, "")
-        reason = undeliverable_reason(item.url, item.token, scheme, credentials)
-        if reason:
-            # Stored by an earlier release that accepted it; it can never be sent, so it is
-            # failed now instead of being retried (or blocking the queue) forever.
-            _log.warning("push %s for task %s: undeliverable config (%s); failed",
-                         item.jti, item.task_id, reason)  # fmt: skip
-            return await record(
-                "failed", status=None, error=f"undeliverable config: {reason}", duration_ms=0
-            )
         headers = {"Content-Type": PUSH_CONTENT_TYPE}
         _tracing.inject(headers)
         if scheme is not None:

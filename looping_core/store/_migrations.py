@@ -158,6 +158,16 @@ def _single_column_indexes(db: peewee.Database) -> None:
         db.execute_sql(f"DROP INDEX IF EXISTS {name}")  # type: ignore[no-untyped-call]
 
 
+def _checked_push_targets(db: peewee.Database) -> None:
+    """Push configs keep the verdict of the one check of their target; the rows an older
+    release wrote are left unchecked, for their first push to check once."""
+    if "target_checked" not in {column.name for column in db.get_columns("push_configs")}:
+        db.execute_sql(  # type: ignore[no-untyped-call]
+            "ALTER TABLE push_configs ADD COLUMN target_checked BOOLEAN NOT NULL DEFAULT FALSE"
+        )
+        db.execute_sql("ALTER TABLE push_configs ADD COLUMN undeliverable TEXT")  # type: ignore[no-untyped-call]
+
+
 def _tool_approvals(db: peewee.Database) -> None:
     """Tool calls that wait for the caller's approval, and their decisions."""
     db.create_tables(list(APPROVAL_MODELS), safe=True)
@@ -179,6 +189,11 @@ MIGRATIONS: Sequence[Migration] = (
     Migration(11, "push configs' secrets sealed at rest, by key", _sealed_push_secrets),
     Migration(12, "unsettled tasks by caller, for the turn limits", _unsettled_tasks),
     Migration(13, "tool calls that wait for approval, and their decisions", _tool_approvals),
+    Migration(
+        14,
+        "push configs' targets checked once, older releases' rows at first use",
+        _checked_push_targets,
+    ),
 )
 
 

@@ -140,6 +140,11 @@ class PushConfigRow(_Base):
     body = peewee.TextField()
     secrets_key = peewee.TextField(null=True)
     """The id of the key its token and credentials are sealed with (`None`: none to seal)."""
+    target_checked = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
+    """Whether its target was checked: at the edge as it was written, or, for a row an older
+    release wrote, the first time a push to it was queued or sent (`target_verdict`)."""
+    undeliverable = peewee.TextField(null=True)
+    """Why its target cannot be delivered to, as that one check found (`None`: it can)."""
 
     class Meta:
         table_name = "push_configs"

@@ -6,6 +6,7 @@ back when due, and every delivery attempt recorded. A stored config that cannot 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -13,13 +14,15 @@ from typing import Any
 import attrs
 
 from looping_core import _tracing
-from looping_core.a2a.internal import printable, undeliverable_reason
+from looping_core.a2a.internal import printable
 from looping_core.store._jobs import JobTicket
-from looping_core.store._push_configs import opened_settings
+from looping_core.store._push_configs import opened_settings, target_verdict
 from looping_core.store._rows import StoreBase, compact, now_us
 from looping_core.store._secrets import SecretsUnreadable
 
 __all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
+
+_log = logging.getLogger("looping_core.push")
 
 
 @attrs.frozen
@@ -90,20 +93,25 @@ class Outbox(StoreBase):
         any) now, unless `for_job`: then the job making this write delivers them (a delivery to
         try again is deferred then)."""
         configs = self._sql(
-            "SELECT config_id, body FROM push_configs WHERE task_id = ? ORDER BY seq", (task_id,)
+            "SELECT config_id, body, target_checked, undeliverable FROM push_configs"
+            " WHERE task_id = ? ORDER BY seq",
+            (task_id,),
         ).fetchall()
         if not configs:
             return
         stamp = now_us()
         trace = _tracing.traceparent()  # the job runs in its caller's context
-        for raw_config_id, config in configs:
+        for raw_config_id, config, checked, verdict in configs:
             settings = json.loads(config)
             config_id, url = printable(raw_config_id), printable(settings.get("url", ""))
             try:
                 settings = opened_settings(self._secrets, task_id, raw_config_id, settings)
-                problems = _undeliverable(settings)
             except SecretsUnreadable as exc:
                 problems = str(exc)
+            else:
+                problems = target_verdict(
+                    self._sql, task_id, raw_config_id, settings, checked=checked, verdict=verdict
+                )
             jti = str(uuid.uuid4())
             # A config the edge refuses today may have been stored by an earlier release. It is
             # queued as failed, with the reason as its one attempt, so the terminal write that
@@ -181,19 +189,41 @@ class Outbox(StoreBase):
         deleted since is dropped: nothing more is sent there."""
         rows = self._sql(
             "SELECT o.id, o.task_id, o.config_id, o.jti, o.url, o.body, o.attempts,"
-            " o.created_ts, c.body, o.traceparent FROM push_outbox o LEFT JOIN push_configs c"
+            " o.created_ts, c.body, o.traceparent, c.target_checked, c.undeliverable"
+            " FROM push_outbox o LEFT JOIN push_configs c"
             " ON c.task_id = o.task_id AND c.config_id = o.config_id" + where,
             params,
         ).fetchall()
         items = []
-        for row_id, task_id, config_id, jti, url, body, tries, created, config, trace in rows:
+        for found in rows:
+            row, (config, trace, checked, verdict) = tuple(found[:8]), found[8:]
+            row_id, task_id, config_id, *_, tries, _ = row
             if config is None:
                 self._sql("UPDATE push_outbox SET state = 'dropped' WHERE id = ?", (row_id,))
                 continue
-            row = (row_id, task_id, config_id, jti, url, body, tries, created)
             settings = opened_settings(self._secrets, task_id, config_id, json.loads(config))
+            problems = target_verdict(
+                self._sql, task_id, config_id, settings, checked=checked, verdict=verdict
+            )
+            if problems:
+                # Queued by an older release, to a config it let in: failed once, recorded.
+                self._fail_undeliverable(row_id, tries, problems)
+                continue
             items.append(_item(row, settings, trace))
         return items
+
+    def _fail_undeliverable(self, outbox_id: int, attempts: int, problems: str) -> None:
+        _log.warning("push %s: undeliverable config (%s); failed", outbox_id, problems)
+        with self._db.write():
+            self._sql(
+                "UPDATE push_outbox SET state = 'failed', attempts = ? WHERE id = ?",
+                (attempts + 1, outbox_id),
+            )
+            self._sql(
+                "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
+                " duration_ms) VALUES (?, ?, ?, NULL, ?, 0)",
+                (outbox_id, attempts + 1, now_us(), f"undeliverable config: {problems}"),
+            )
 
     async def pending_pushes(self) -> PendingPushes:
         """When the next of this process's pending pushes is due, and when the oldest was
@@ -283,17 +313,6 @@ def outbox_rows(sql: Callable[..., Any], task_id: str) -> list[dict[str, Any]]:
              "createdUs": int(created), "attempts": attempts}
         )  # fmt: skip
     return pushes
-
-
-def _undeliverable(settings: dict[str, Any]) -> str:
-    """Why a stored push config cannot be delivered ("" if it can), without its values."""
-    auth = settings.get("authentication")
-    return undeliverable_reason(
-        settings.get("url", ""),
-        settings.get("token", ""),
-        auth.get("scheme", "") if auth else None,
-        auth.get("credentials", "") if auth else "",
-    )
 
 
 def _item(

@@ -5,18 +5,26 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from looping_core.a2a import TaskPushNotificationConfig, from_wire
+from looping_core.a2a.internal import undeliverable_reason
 from looping_core.contract import Identity
 from looping_core.store._errors import PushConfigNotFound
 from looping_core.store._models import PushConfigRow, PushOutbox
 from looping_core.store._rows import StoreBase, dump
 from looping_core.store._secrets import PushSecrets
 
-__all__ = ["PushConfigs", "opened_settings", "sealed_config", "without_secrets"]
+__all__ = [
+    "PushConfigs",
+    "opened_settings",
+    "sealed_config",
+    "target_verdict",
+    "without_secrets",
+]
 
 
 def without_secrets(config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
@@ -48,6 +56,36 @@ def sealed_config(
         authentication = attrs.evolve(authentication, credentials=secrets.seal(credentials, where))
     token = secrets.seal(config.token, _where(task_id, config_id, "token"))
     return attrs.evolve(config, token=token, authentication=authentication), secrets.current_id
+
+
+def target_verdict(
+    sql: Callable[..., Any],
+    task_id: str,
+    config_id: str,
+    settings: dict[str, Any],
+    *,
+    checked: object,
+    verdict: str | None,
+) -> str:
+    """Why a stored config's target cannot be delivered to ("" if it can), checked once (store
+    thread; `settings` opened, `sql` runs a statement). A config the edge wrote was checked
+    there (`checked`: the row's `target_checked`, and `verdict` its `undeliverable`); one an
+    older release wrote is checked now, and the verdict kept on its row."""
+    if checked:
+        return verdict or ""
+    auth = settings.get("authentication")
+    found = undeliverable_reason(
+        settings.get("url", ""),
+        settings.get("token", ""),
+        auth.get("scheme", "") if auth else None,
+        auth.get("credentials", "") if auth else "",
+    )
+    sql(
+        "UPDATE push_configs SET target_checked = ?, undeliverable = ?"
+        " WHERE task_id = ? AND config_id = ?",
+        (True, found or None, task_id, config_id),
+    )
+    return found
 
 
 def opened_settings(
@@ -83,11 +121,13 @@ class PushConfigs(StoreBase):
     ) -> TaskPushNotificationConfig:
         stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid.uuid4()), tenant="")
         sealed, key_id = sealed_config(self._secrets, stored)
+        # The edge checked its target (`check_push_config`): the one check it gets.
         self._sql(
-            "INSERT INTO push_configs (task_id, config_id, body, secrets_key) VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (task_id, config_id) DO UPDATE SET body = excluded.body,"
-            " secrets_key = excluded.secrets_key",
-            (task_id, stored.id, dump(sealed), key_id),
+            "INSERT INTO push_configs (task_id, config_id, body, secrets_key, target_checked,"
+            " undeliverable) VALUES (?, ?, ?, ?, ?, NULL) ON CONFLICT (task_id, config_id) DO"
+            " UPDATE SET body = excluded.body, secrets_key = excluded.secrets_key,"
+            " target_checked = excluded.target_checked, undeliverable = NULL",
+            (task_id, stored.id, dump(sealed), key_id, True),
         )
         return stored
 

@@ -206,8 +206,9 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
     node = node_of(first.config)
     statements: list[tuple[str, tuple[Any, ...]]] = [
         (
-            "UPDATE push_configs SET body = ? WHERE task_id = ?",
-            (_bad_config(task_id, task_id, url=surrogate_url), task_id),
+            # An older release's row: its target was never checked (no verdict kept).
+            "UPDATE push_configs SET body = ?, target_checked = ? WHERE task_id = ?",
+            (_bad_config(task_id, task_id, url=surrogate_url), False, task_id),
         )
     ]
     for index in range(33):

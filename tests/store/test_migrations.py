@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13)
+    assert [migration.version for migration in applied] == list(range(2, 15))
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
@@ -47,6 +47,9 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
             "SELECT event_seq, answer, reply_in_status FROM tasks"
         ).fetchall() == [(0, "task", 0)]
         assert upgraded.execute("SELECT traceparent FROM push_outbox").fetchall() == [(None,)]
+        # Configs an older release wrote are left for their first push to check, once.
+        assert columns(upgraded, "push_configs")["target_checked"][3:5] == (1, "FALSE")
+        assert "undeliverable" in columns(upgraded, "push_configs")
         assert "push_outbox_state_next_attempt_ts" not in indexes(upgraded)
         # Release 1 indexed these foreign keys on their own; their unique indexes serve them.
         assert not {"artifacts_task_id", "push_configs_task_id"} & indexes(upgraded)
