@@ -2,7 +2,8 @@
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
                                  [--bindings jsonrpc,grpc] [--push] [--metrics]
-                                 [--store sqlite|postgres] [--python-load] [--json results.json]
+                                 [--store sqlite|postgres] [--python-load] [--floor]
+                                 [--profile FOLDER] [--json results.json]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
 WordCountAgent, once per `--workers` count, and drives `SendMessage` at each concurrency level
@@ -27,6 +28,10 @@ Both servers get the same request: `returnImmediately: true` and no push config 
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
 is also signed and pushed to a receiver in this process: more work on our side only.
 `--metrics` makes looping-core record its Prometheus metrics (`[observability] metrics_port`).
+`--floor` measures the floor under one SendMessage (bench/floor.py: a token check, a bare HTTP
+exchange, a turn's SQLite statements) in the same run, and prints the server's CPU per request
+over it. `--profile FOLDER` runs the server under cProfile (bench/profiled_serve.py) and writes
+its stats there: where the time goes, not how much (cProfile slows every call).
 `--store postgres` runs looping-core on a throwaway PostgreSQL server on this machine (sharing
 its CPUs), where every turn is a job of the job engine that the server processes also run;
 bench/jobs.py measures the engine's completed turns/s and recovery on their own.
@@ -405,7 +410,11 @@ async def _bench_looping(
     environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
     counts = folder / "statements" if args.store == "sqlite" else None
     command = [str(Path(sys.executable).with_name("looping"))]
-    if counts is not None:
+    if args.profile is not None:
+        stats = args.profile / f"looping-{plural(workers).replace(' ', '-')}.pstats"
+        command = [sys.executable, str(HERE / "profiled_serve.py"), str(stats)]
+        counts = None
+    elif counts is not None:
         command = [sys.executable, str(HERE / "counted_serve.py"), str(counts)]
     server = subprocess.Popen(
         [*command, "serve", "--config", str(config)],
@@ -537,6 +546,12 @@ async def main() -> None:
         action="store_true",
         help="also measure the floor (bench/floor.py) in this run and print the server's CPU"
         " per request over it",
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="run looping-core's server under cProfile (bench/profiled_serve.py) and write its"
+        " stats to this folder (slower: attribution only, not a measurement)",
     )
     parser.add_argument(
         "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
