@@ -65,7 +65,7 @@ class PushDeliverer:
     def start(self) -> None:
         """Deliver this process's pushes (the embedded runner's), woken as writes queue them."""
         if not self._watching:
-            self._store.watch_pushes(self.wake)
+            self._store.watch_pushes(self._queued)
             self._watching = True
         self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
 
@@ -80,6 +80,10 @@ class PushDeliverer:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
+
+    def _queued(self) -> None:
+        """A write of this process queued pushes (and committed): look now."""
+        self.wake()
 
     def wake(self) -> None:
         """New items were queued: look now instead of at the next due time."""
