@@ -21,6 +21,10 @@ and reports:
   started again, and the turns they complete per second (from the first end to the last, read
   from the tasks' status times): the shape of procrastinate's own measurement below, in which
   no edge competes for the CPUs meanwhile;
+- what PostgreSQL spent per completed turn while the turns ran live: its CPU (every backend's
+  and the postmaster's, from /proc), the statements run (pg_stat_statements, preloaded on the
+  throwaway server), and which share of them, and of their execution time, was procrastinate's
+  (statements naming its tables or functions);
 - procrastinate's own ceiling, measured in the same run on the same server once the turns are
   done: no-op jobs/s of one worker process (bench/noop_jobs.py) draining a batch deferred
   beforehand, and completed turns/s (live, and draining) as a share of it.
@@ -56,7 +60,7 @@ from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from bench_results import write_results  # bench/ is on the path
-from throwaway_postgres import throwaway_postgres
+from throwaway_postgres import postgres_cost, reset_statements, throwaway_postgres
 
 HERE = Path(__file__).parent
 ROOT = HERE.parent
@@ -101,8 +105,13 @@ def write_config(folder: Path, port: int, gateway: FakeGateway, store: str, slot
     return config
 
 
+SIGNING_KEY = json.dumps(ed25519_private_jwk("bench"))
+"""One agent, one key: the edge and every worker share it (the key push configs' secrets are
+sealed with is derived from it, so a worker with a key of its own could open none)."""
+
+
 def start(command: str, config: Path, log: Path, *arguments: str) -> subprocess.Popen[bytes]:
-    environment = dict(os.environ, A2A_SIGNING_KEY=json.dumps(ed25519_private_jwk("bench")))
+    environment = dict(os.environ, A2A_SIGNING_KEY=SIGNING_KEY)
     environment["PYTHONPATH"] = str(HERE)
     with log.open("ab") as output:
         return subprocess.Popen(
@@ -222,8 +231,10 @@ def noop_ceiling(store: str, concurrency: int) -> float:
     return float(output.split("NOOP ", 1)[1].split()[0])
 
 
-Run = tuple[float, float, float, float, float, float]
-"""accepted/s, completed/s, pushed/s, commits per turn, backlog drained/s, no-op jobs/s"""
+Run = tuple[float, float, float, float, float, float, float, float, float, float]
+"""accepted/s, completed/s, pushed/s, commits per turn, backlog drained/s, no-op jobs/s;
+PostgreSQL per completed turn (live): CPU ms, statements, procrastinate's share of the
+statements, and of their execution time"""
 
 
 async def throughput(args: argparse.Namespace, workers: int) -> Run:
@@ -243,11 +254,13 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
                     await until_logged(log, "worker running jobs", processes[-1])
                 endpoint = f"http://127.0.0.1:{port}/a2a"
                 committed = await commits(store)
+                cpu_before = reset_statements(store)
                 began, began_at = time.perf_counter(), time.time()
                 texts = ["one two three"] * args.turns
                 sent = await send_all(gateway, endpoint, "words", texts, args.concurrency)
                 await until_pushed(gateway, args.turns)  # a turn's push follows its end
                 pushes_done = time.perf_counter() - began
+                cost = postgres_cost(store, cpu_before)
                 per_turn = (await commits(store) - committed) / args.turns
                 ended, _, last_end = completed_since(store)
                 if ended != args.turns:
@@ -269,7 +282,9 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
             ceiling = noop_ceiling(store, 16)
     return (
         args.turns / sent, args.turns / turns_done, args.turns / pushes_done, per_turn, drained,
-        ceiling,
+        ceiling, cost.cpu_seconds * 1000 / args.turns, cost.statements / args.turns,
+        cost.procrastinate_statements / max(cost.statements, 1),
+        cost.procrastinate_execution_ms / max(cost.execution_ms, 1e-9),
     )  # fmt: skip
 
 
@@ -320,14 +335,19 @@ async def main() -> None:
         for workers in counts:
             run = await throughput(args, workers)
             results[workers].append(run)
-            accepted, completed, pushed, per_turn, drained, ceiling = run
+            accepted, completed, pushed, per_turn, drained, ceiling, *postgres = run
+            cpu_ms, statements, engine_calls, engine_time = postgres
             print(f"{workers} worker(s): accepted {accepted:6.0f}/s   completed {completed:6.0f}/s"
                   f"   pushed {pushed:6.0f}/s   {per_turn:5.1f} commits/turn   backlog drained"
                   f" {drained:6.0f}/s   procrastinate no-op {ceiling:6.0f} jobs/s (turns:"
-                  f" {completed / ceiling:4.2f}x live, {drained / ceiling:4.2f}x draining)",
-                  flush=True)  # fmt: skip
+                  f" {completed / ceiling:4.2f}x live, {drained / ceiling:4.2f}x draining)\n"
+                  f"    PostgreSQL per completed turn: {cpu_ms:5.2f} ms CPU, {statements:5.1f}"
+                  f" statements ({engine_calls:.0%} of them procrastinate's, {engine_time:.0%}"
+                  " of their execution time)", flush=True)  # fmt: skip
     keys = ("accepted_per_second", "completed_per_second", "pushed_per_second",
-            "commits_per_turn", "drained_per_second", "noop_jobs_per_second")  # fmt: skip
+            "commits_per_turn", "drained_per_second", "noop_jobs_per_second",
+            "postgres_cpu_ms_per_turn", "statements_per_turn", "procrastinate_statement_share",
+            "procrastinate_time_share")  # fmt: skip
     medians = {
         workers: {key: statistics.median(run[i] for run in runs) for i, key in enumerate(keys)}
         for workers, runs in results.items()

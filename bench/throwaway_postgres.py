@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import attrs
 import psycopg
 from aiohttp.test_utils import unused_port
 
@@ -49,6 +50,8 @@ def throwaway_postgres(database: str = "bench") -> Iterator[str]:
     options = (
         f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c synchronous_commit=off"
         " -c full_page_writes=off -c max_connections=300"
+        # Every statement's calls and time, for the benchmarks that print them (`postgres_cost`).
+        " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
     )
     run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
         "-w", "start")  # fmt: skip
@@ -56,7 +59,73 @@ def throwaway_postgres(database: str = "bench") -> Iterator[str]:
         admin = psycopg.connect(f"postgresql://looping@127.0.0.1:{port}/postgres", autocommit=True)
         with admin:
             admin.execute(f"CREATE DATABASE {database}")
-        yield f"postgresql://looping@127.0.0.1:{port}/{database}"
+        url = f"postgresql://looping@127.0.0.1:{port}/{database}"
+        with psycopg.connect(url, autocommit=True) as bench:
+            bench.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        yield url
     finally:
         run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@attrs.frozen
+class PostgresCost:
+    """What the server spent over a stretch of work: CPU seconds (every backend's, and the
+    postmaster's), and the statements run on the benchmark's database, by who sent them."""
+
+    cpu_seconds: float
+    statements: int
+    procrastinate_statements: int
+    execution_ms: float
+    procrastinate_execution_ms: float
+
+
+def _cpu_of(pid: int) -> float:
+    """The CPU seconds of a process, its ended children's included (`/proc/<pid>/stat`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu(url: str) -> float:
+    """CPU seconds the server has spent: its postmaster's (ended backends' included) and every
+    live backend's."""
+    with psycopg.connect(url) as connection:
+        row = connection.execute("SHOW data_directory").fetchone()
+    assert row is not None
+    postmaster = int((Path(row[0]) / "postmaster.pid").read_text().split()[0])
+    spent = _cpu_of(postmaster)
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        if int(fields[1]) == postmaster:  # a backend: its own time (not yet in the parent's)
+            spent += sum(int(value) for value in fields[11:13]) / os.sysconf("SC_CLK_TCK")
+    return spent
+
+
+def reset_statements(url: str) -> float:
+    """Forget the statements counted so far; the server's CPU now (`postgres_cost`'s start)."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("SELECT pg_stat_statements_reset()")
+    return postgres_cpu(url)
+
+
+def postgres_cost(url: str, cpu_before: float) -> PostgresCost:
+    """What the server spent since `reset_statements` gave `cpu_before`: procrastinate's
+    statements are those naming its tables or functions."""
+    cpu = postgres_cpu(url) - cpu_before
+    with psycopg.connect(url) as connection:
+        rows = connection.execute(
+            "SELECT query, calls, total_exec_time FROM pg_stat_statements"
+            " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchall()
+    ours = [(calls, ms) for query, calls, ms in rows if "pg_stat_statements" not in query]
+    engine = [(calls, ms) for query, calls, ms in rows if "procrastinate" in query.lower()]
+    return PostgresCost(
+        cpu_seconds=cpu,
+        statements=sum(calls for calls, _ in ours),
+        procrastinate_statements=sum(calls for calls, _ in engine),
+        execution_ms=sum(ms for _, ms in ours),
+        procrastinate_execution_ms=sum(ms for _, ms in engine),
+    )

@@ -97,11 +97,12 @@ class _Context(logging.Filter):
         if record.process is None:
             record.process = _PID[0]
         pairs = []
-        for name in FIELDS:
-            value = getattr(record, name, None) or _CONTEXT[name].get()
-            setattr(record, name, value)
+        for name, variable in _CONTEXT.items():
+            value = getattr(record, name, None) or variable.get()
             if value:
-                pairs.append(f"{name}={safe(str(value))}")
+                value = safe(str(value))  # made safe here, once: `_Safe` leaves the fields be
+                pairs.append(f"{name}={value}")
+            setattr(record, name, value)
         record.context = f" [{' '.join(pairs)}]" if pairs else ""
         return True
 
@@ -121,9 +122,11 @@ class _Safe(logging.Filter):
         except (TypeError, ValueError):  # arguments that do not fit the format
             message = f"{record.msg!s} {record.args!r}"
         record.msg, record.args = safe(message, MAX_MESSAGE), None
-        for name, value in vars(record).items():
-            if name not in _OWN and isinstance(value, str) and not name.startswith("_"):
-                setattr(record, name, safe(value))  # a field: bound or passed as `extra`
+        attributes = vars(record)
+        for name in attributes.keys() - _MADE_SAFE:  # a field passed as `extra`
+            value = attributes[name]
+            if isinstance(value, str) and not name.startswith("_"):
+                attributes[name] = safe(value)
         record._looping_safe = True
         return True
 
@@ -131,6 +134,9 @@ class _Safe(logging.Filter):
 _OWN = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"context"}
 """A record's own attributes (the logger's name, the level, where it was logged...) and the
 context suffix, which `_Context` made safe: only fields are escaped one by one."""
+_MADE_SAFE = _OWN | frozenset(FIELDS)
+"""What `_Safe` leaves alone: the record's own attributes, and the bound fields `_Context`
+made safe (it runs first on the handler)."""
 
 
 def _safe_argument(value: Any) -> Any:

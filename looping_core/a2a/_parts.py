@@ -17,6 +17,7 @@ audio is a document. Thinking, tool use, tool result and refusal blocks have no 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from looping_core.a2a._models import Part
@@ -120,4 +121,12 @@ def media_type_of(part: Part) -> str:
 def media_type_accepted(media_type: str, ranges: Iterable[str]) -> bool:
     """Whether `media_type` is one of `ranges` (`image/png`, `image/*`, `*/*`)."""
     kind = media_type.split("/", 1)[0]
-    return any(accepted.lower() in ("*/*", media_type, f"{kind}/*") for accepted in ranges)
+    accepted = _lowered(ranges) if isinstance(ranges, tuple) else {r.lower() for r in ranges}
+    return "*/*" in accepted or media_type in accepted or f"{kind}/*" in accepted
+
+
+@functools.lru_cache(maxsize=256)
+def _lowered(ranges: tuple[str, ...]) -> frozenset[str]:
+    """A tenant's media ranges, lower-case, as a set: each part of each request is looked up in
+    it (a card lists its ranges once; the edge asks for every part)."""
+    return frozenset(accepted.lower() for accepted in ranges)
