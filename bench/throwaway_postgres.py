@@ -50,8 +50,9 @@ def throwaway_postgres(database: str = "bench") -> Iterator[str]:
     options = (
         f"-h 127.0.0.1 -p {port} -k {sockets} -c fsync=off -c synchronous_commit=off"
         " -c full_page_writes=off -c max_connections=300"
-        # Every statement's calls and time, for the benchmarks that print them (`postgres_cost`).
-        " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
+        # Every top-level statement's calls and time, for the benchmarks that print them
+        # (`postgres_cost`).
+        " -c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=top"
     )
     run(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(folder / "log"),
         "-w", "start")  # fmt: skip
