@@ -157,6 +157,20 @@ def jobs_table(results: Results) -> str:
             _grouped(ceiling), f"{point['completed_per_second'] / ceiling:.2f}x",
             f"{point['drained_per_second'] / ceiling:.2f}x",
         ]))  # fmt: skip
+    costs = {
+        w: p for w, p in results["series"]["looping-core"].items() if "statements_per_turn" in p
+    }
+    if costs:
+        lines += ["", _row(["workers", "PostgreSQL CPU per turn", "statements per turn",
+                            "of them procrastinate's", "of their execution time"]),
+                  _row(["---"] * 5)]  # fmt: skip
+        for workers, point in costs.items():
+            lines.append(_row([
+                workers, f"{point['postgres_cpu_ms_per_turn']:.2f} ms",
+                f"{point['statements_per_turn']:.1f}",
+                f"{point['procrastinate_statement_share']:.0%}",
+                f"{point['procrastinate_time_share']:.0%}",
+            ]))  # fmt: skip
     recovery = results.get("recovery_seconds")
     if recovery is not None:
         lines += ["", f"A killed worker's 16 turns were taken up by the other {recovery:.1f} s "

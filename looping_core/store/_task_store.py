@@ -64,11 +64,8 @@ class TaskStore:
         jobs: JobHooks | None = None,
         secrets: PushSecrets | None = None,
     ) -> None:
-        """`node` and `worker` say whose turns these are: the server (`[server] node`) and its
-        worker slot. Recovery and push delivery look at this owner's rows only. `jobs`: the job
-        engine that runs turns and pushes, told in the transaction that makes them (none: the
-        embedded runner, told in process). `secrets`: what seals push configs' token and
-        credentials at rest (the server always gives one; without, they are stored as given)."""
+        """Every part gets the same owner (`node`, `worker`), job engine (`jobs`) and push
+        secrets (`secrets`), as `StoreBase` describes them."""
         owner = _Owner(node, worker, jobs, secrets)
         self.outbox = outbox = Outbox(database, **owner.parts)
         self.events = events = Events(database, outbox=outbox, **owner.parts)
