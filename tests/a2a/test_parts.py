@@ -7,6 +7,7 @@ from a2a.types import Part as ProtoPart
 from google.protobuf.json_format import ParseDict
 
 from looping_core.a2a import Part, block_to_part, from_wire, part_to_block, to_wire
+from looping_core.a2a.internal import media_type_accepted
 from looping_core.content import (
     AudioBlock,
     DataBlock,
@@ -99,3 +100,16 @@ def test_a_part_holds_exactly_one_content() -> None:
         Part(text="a", url="b")
     with pytest.raises(ValueError, match="exactly one"):
         Part()
+
+
+@pytest.mark.parametrize("ranges", [("Image/*", "TEXT/plain"), ["Image/*", "TEXT/plain"]])
+def test_media_types_are_matched_against_a_cards_ranges_whatever_their_case(
+    ranges: list[str] | tuple[str, ...],
+) -> None:
+    """A card's ranges (kept as a lower-case set per tuple of them) take a type itself, its
+    kind's `*`, or anything with `*/*`; nothing else."""
+    assert media_type_accepted("text/plain", ranges)
+    assert media_type_accepted("image/png", ranges)
+    assert not media_type_accepted("text/html", ranges)
+    assert not media_type_accepted("application/json", ranges)
+    assert media_type_accepted("application/json", (*ranges, "*/*"))
