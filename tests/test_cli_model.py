@@ -15,6 +15,7 @@ from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 
+from support.ports import unused_ports
 from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
@@ -111,7 +112,7 @@ def test_the_example_model_tenants_answer_offline_through_the_local_endpoint(
 ) -> None:
     """The README's offline recipe: `looping model serve` where the example config's models
     are, then `looping serve` and `looping send` to `notes` and `planner`."""
-    port, gateway_port, model_port = unused_port(), unused_port(), unused_port()
+    port, gateway_port, model_port = unused_ports(3)
     config = _example_config(tmp_path, port, gateway_port, model_port)
     env = {"A2A_SIGNING_KEY": json.dumps(generate_signing_key("example-key"))}
     model_log, serve_log = tmp_path / "model.log", tmp_path / "serve.log"

@@ -26,6 +26,7 @@ from looping_core.a2a._jose import b64url_decode
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
 
+from support.ports import unused_ports
 from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
@@ -54,7 +55,7 @@ def write_config(
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Path, int]]:
     """`looping serve` on a fresh config; yields the config and the gateway's port."""
-    port, gateway_port = unused_port(), unused_port()
+    port, gateway_port = unused_ports(2)
     config = write_config(tmp_path, port, gateway_port)
     log = tmp_path / "serve.log"
     process = start_looping("serve", "--config", str(config), env=KEY, log=log)
@@ -182,7 +183,7 @@ def test_the_docs_sdk_recipe_runs_as_written(
     root = Path(__file__).parent.parent
     tutorial = (root / "docs" / "first-turn.md").read_text()
     recipe = tutorial.split("<!-- sdk-recipe -->\n```python\n", 1)[1].split("```", 1)[0]
-    port, gateway_port = unused_port(), unused_port()
+    port, gateway_port = unused_ports(2)
     example = (root / "examples/looping.toml").read_text()
     config = tmp_path / "looping.toml"
     config.write_text(example.replace("8080", str(port)).replace("9000", str(gateway_port)))
@@ -212,7 +213,7 @@ def test_the_docs_sdk_recipe_runs_as_written(
 
 
 def test_send_answers_a_task_that_asked_for_input(looping_cli: Cli, tmp_path: Path) -> None:
-    port, gateway_port = unused_port(), unused_port()
+    port, gateway_port = unused_ports(2)
     config = write_config(tmp_path, port, gateway_port)
     config.write_text(
         config.read_text().replace(
@@ -392,7 +393,7 @@ def test_both_bindings_from_the_cli(
 
 
 def test_send_waits_for_an_agent_that_is_still_starting(tmp_path: Path) -> None:
-    port, gateway_port = unused_port(), unused_port()
+    port, gateway_port = unused_ports(2)
     config = write_config(tmp_path, port, gateway_port)
     script = str(Path(sys.executable).with_name("looping"))
     sender = subprocess.Popen(

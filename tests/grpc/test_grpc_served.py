@@ -31,10 +31,10 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
-from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
+from support.ports import unused_ports
 from support.processes import stop
 from support.served import serve, wait_until_all_listen, write_config
 
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture
 async def served(tmp_path: Path, gateway: FakeGateway) -> AsyncIterator[tuple[str, str]]:
     """Two workers serving HTTP and gRPC; yields the base URL and the gRPC address."""
-    port, grpc_port = unused_port(), unused_port()
+    port, grpc_port = unused_ports(2)
     echo = tenant_toml("echo", "support.agents:EchoAgent", "allow_configless = true")
     config = write_config(
         tmp_path / "looping.toml", port, gateway, workers=2, grpc_port=grpc_port, more=echo

@@ -13,6 +13,7 @@ from aiohttp.test_utils import unused_port
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
 from support.engine import Processes, engine_config, rows
+from support.ports import unused_ports
 from support.served import serve
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
@@ -82,7 +83,7 @@ async def test_the_turn_limit_holds_across_edges(
 ) -> None:
     """Two edges on one store: the caller's third turn is refused by the edge that did not
     accept the first two (the count is the store's)."""
-    ports = [unused_port(), unused_port()]
+    ports = unused_ports(2)
     configs = []
     for name, port in zip(("a", "b"), ports, strict=True):
         (tmp_path / name).mkdir()

@@ -21,6 +21,7 @@ from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.engine import Processes, engine_config, rows
+from support.ports import unused_ports
 from support.served import log_of, serve, start_worker, wait_for
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
@@ -327,7 +328,7 @@ async def test_a_turn_is_one_job_and_only_a_push_to_try_again_gets_one(
 async def test_a_duplicate_at_another_edge_makes_no_second_job_and_a_cancel_there_stops_the_turn(
     tmp_path: Path, gateway: FakeGateway, postgres_url: str, processes: Processes
 ) -> None:
-    ports = unused_port(), unused_port()
+    ports = unused_ports(2)
     edges = [
         engine_config(tmp_path, f"edge-{index}", port, gateway, postgres_url, runs=False)
         for index, port in enumerate(ports)

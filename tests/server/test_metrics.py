@@ -14,11 +14,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import unused_port
 from prometheus_client.parser import text_string_to_metric_families
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
+from support.ports import unused_ports
 from support.served import children, has_exited, serve, wait_until_all_listen, write_config
 from support.serving import keeper
 
@@ -67,7 +67,7 @@ async def scrape_until(port: int, name: str, at_least: float, **labels: str) -> 
 async def test_one_scrape_counts_what_both_workers_did(
     tmp_path: Path, gateway: FakeGateway, model_server: FakeModelServer
 ) -> None:
-    port, metrics_port = unused_port(), unused_port()
+    port, metrics_port = unused_ports(2)
     more = f"[observability]\nmetrics_port = {metrics_port}\n" + keeper(model_server.base_url)
     config = write_config(tmp_path / "looping.toml", port, gateway, workers=2, more=more)
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"

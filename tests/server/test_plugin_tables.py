@@ -9,10 +9,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
+from support.ports import unused_ports
 from support.processes import start_looping, stop, wait_for_url
 from support.served import TESTS, log_of, serve, write_config
 
@@ -24,7 +24,7 @@ TURNS = 48
 async def test_tool_writes_and_store_writes_never_meet_a_lock_under_load(
     fake_gateway: FakeGateway, tmp_path: Path
 ) -> None:
-    model_port, port = unused_port(), unused_port()
+    model_port, port = unused_ports(2)
     model_log = tmp_path / "model.log"
     model = start_looping(
         "model", "serve", "--port", str(model_port), "--model", "support.note_models:take_note",

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
 
+from support.ports import unused_ports
 from support.served import KEY_VARIABLE, serve
 from support.sse import SseEvent, open_stream
 
@@ -48,7 +48,7 @@ async def test_a_stream_resumes_on_another_process_in_the_middle_of_a_turn(
     tmp_path: Path, gateway: FakeGateway
 ) -> None:
     store = tmp_path / "looping.db"
-    port_a, port_b = unused_port(), unused_port()
+    port_a, port_b = unused_ports(2)
     runs = await serve(write_server(tmp_path / "a", port_a, "a", store, gateway), port_a, KEY)
     try:
         reads = await serve(write_server(tmp_path / "b", port_b, "b", store, gateway), port_b, KEY)
