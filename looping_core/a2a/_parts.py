@@ -121,7 +121,7 @@ def media_type_of(part: Part) -> str:
 def media_type_accepted(media_type: str, ranges: Iterable[str]) -> bool:
     """Whether `media_type` is one of `ranges` (`image/png`, `image/*`, `*/*`)."""
     kind = media_type.split("/", 1)[0]
-    accepted = _lowered(ranges) if isinstance(ranges, tuple) else {r.lower() for r in ranges}
+    accepted = _lowered(tuple(ranges))
     return "*/*" in accepted or media_type in accepted or f"{kind}/*" in accepted
 
 

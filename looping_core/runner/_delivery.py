@@ -58,15 +58,12 @@ class PushDeliverer:
         self._policy = policy
         self._jitter = jitter
         self._wake = asyncio.Event()
-        self._watching = False
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
 
     def start(self) -> None:
         """Deliver this process's pushes (the embedded runner's), woken as writes queue them."""
-        if not self._watching:
-            self._store.watch_pushes(self._queued)
-            self._watching = True
+        self._store.watch_pushes(self._queued)
         self._task = asyncio.create_task(self._loop(), name="looping-push-deliverer")
 
     @property

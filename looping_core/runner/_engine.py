@@ -205,10 +205,10 @@ class JobEngine:
         if end is not None and end.job_finished:  # committed, and with it the job's finish
             self._manager.finished_itself(job_id)
             return
-        if not job.cancelling() and not (end is not None and end.pushes is None):
-            # Its end did not finish it. (A cancel may have left that write in flight, and an
-            # end whose commit lost its answer may have finished it: the job stays unknown,
-            # and the worker's finish or retry allows for either outcome.)
+        # Unknown whether the end finished the job: a cancel left that write in flight, or the
+        # end's commit lost its answer. Then the worker's finish or retry allows for either.
+        unknown = job.cancelling() or (end is not None and end.pushes is None)
+        if not unknown:
             self._manager.did_not_finish_itself(job_id)
         if not ran.done:
             raise RetryLater(0)  # cut off by this worker's shutdown: another one takes it

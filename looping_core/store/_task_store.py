@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-import attrs
-
 from looping_core.store._db import Database
 from looping_core.store._events import Events
 from looping_core.store._jobs import JobHooks
@@ -25,22 +23,9 @@ from looping_core.store._turns import Turns
 __all__ = ["TaskStore"]
 
 
-@attrs.frozen
-class _Owner:
-    """Whose rows the parts write, and what they tell (the same for every part)."""
-
-    node: str
-    worker: int
-    jobs: JobHooks | None
-    secrets: PushSecrets | None
-
-    @property
-    def parts(self) -> _PartOptions:
-        return {"node": self.node, "worker": self.worker, "jobs": self.jobs,
-                "secrets": self.secrets}  # fmt: skip
-
-
 class _PartOptions(TypedDict):
+    """Whose rows the parts write, and what they tell: the same for every part."""
+
     node: str
     worker: int
     jobs: JobHooks | None
@@ -66,14 +51,14 @@ class TaskStore:
     ) -> None:
         """Every part gets the same owner (`node`, `worker`), job engine (`jobs`) and push
         secrets (`secrets`), as `StoreBase` describes them."""
-        owner = _Owner(node, worker, jobs, secrets)
-        self.outbox = outbox = Outbox(database, **owner.parts)
-        self.events = events = Events(database, outbox=outbox, **owner.parts)
-        self.push_configs = configs = PushConfigs(database, **owner.parts)
+        owner = _PartOptions(node=node, worker=worker, jobs=jobs, secrets=secrets)
+        self.outbox = outbox = Outbox(database, **owner)
+        self.events = events = Events(database, outbox=outbox, **owner)
+        self.push_configs = configs = PushConfigs(database, **owner)
         self.turns = turns = Turns(
-            database, events=events, push_configs=configs, outbox=outbox, **owner.parts
+            database, events=events, push_configs=configs, outbox=outbox, **owner
         )
-        self.reads = reads = Reads(database, **owner.parts)
+        self.reads = reads = Reads(database, **owner)
         # Accepting and changing tasks.
         self.start_turn = turns.start_turn
         self.begin_turn = turns.begin_turn
