@@ -261,6 +261,9 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
                 await until_pushed(gateway, args.turns)  # a turn's push follows its end
                 pushes_done = time.perf_counter() - began
                 cost = postgres_cost(store, cpu_before)
+                for calls, ms, query in cost.by_statement[: args.statements]:
+                    print(f"    {calls / args.turns:5.2f}/turn {ms * 1000 / args.turns:7.1f} µs/turn"
+                          f"  {query[:150]}", flush=True)  # fmt: skip
                 per_turn = (await commits(store) - committed) / args.turns
                 ended, _, last_end = completed_since(store)
                 if ended != args.turns:
@@ -323,6 +326,10 @@ async def main() -> None:
     parser.add_argument("--workers", default="1,2,4", help="worker process counts")
     parser.add_argument("--concurrency", type=int, default=32, help="calls at once")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--statements", type=int, default=0, metavar="N",
+        help="also print the N costliest statements of each run, per completed turn",
+    )  # fmt: skip
     parser.add_argument(
         "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )

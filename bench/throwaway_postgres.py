@@ -79,6 +79,8 @@ class PostgresCost:
     procrastinate_statements: int
     execution_ms: float
     procrastinate_execution_ms: float
+    by_statement: tuple[tuple[int, float, str], ...] = ()
+    """Each statement's calls, total execution time (ms) and text, the costliest first."""
 
 
 def _cpu_of(pid: int) -> float:
@@ -129,4 +131,11 @@ def postgres_cost(url: str, cpu_before: float) -> PostgresCost:
         procrastinate_statements=sum(calls for calls, _ in engine),
         execution_ms=sum(ms for _, ms in ours),
         procrastinate_execution_ms=sum(ms for _, ms in engine),
+        by_statement=tuple(
+            sorted(
+                ((calls, ms, " ".join(query.split())) for query, calls, ms in rows
+                 if "pg_stat_statements" not in query),
+                key=lambda row: -row[1],
+            )
+        ),  # fmt: skip
     )
