@@ -262,8 +262,9 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
                 pushes_done = time.perf_counter() - began
                 cost = postgres_cost(store, cpu_before)
                 for calls, ms, query in cost.by_statement[: args.statements]:
-                    print(f"    {calls / args.turns:5.2f}/turn {ms * 1000 / args.turns:7.1f} µs/turn"
-                          f"  {query[:150]}", flush=True)  # fmt: skip
+                    print(f"    {calls / args.turns:5.2f}/turn"
+                          f" {ms * 1000 / args.turns:7.1f} µs/turn  {query[:150]}",
+                          flush=True)  # fmt: skip
                 per_turn = (await commits(store) - committed) / args.turns
                 ended, _, last_end = completed_since(store)
                 if ended != args.turns:

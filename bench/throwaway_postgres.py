@@ -124,6 +124,11 @@ def postgres_cost(url: str, cpu_before: float) -> PostgresCost:
             " WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
         ).fetchall()
     ours = [(calls, ms) for query, calls, ms in rows if "pg_stat_statements" not in query]
+    timed = [
+        (calls, ms, " ".join(query.split()))
+        for query, calls, ms in rows
+        if "pg_stat_statements" not in query
+    ]
     engine = [(calls, ms) for query, calls, ms in rows if "procrastinate" in query.lower()]
     return PostgresCost(
         cpu_seconds=cpu,
@@ -131,11 +136,5 @@ def postgres_cost(url: str, cpu_before: float) -> PostgresCost:
         procrastinate_statements=sum(calls for calls, _ in engine),
         execution_ms=sum(ms for _, ms in ours),
         procrastinate_execution_ms=sum(ms for _, ms in engine),
-        by_statement=tuple(
-            sorted(
-                ((calls, ms, " ".join(query.split())) for query, calls, ms in rows
-                 if "pg_stat_statements" not in query),
-                key=lambda row: -row[1],
-            )
-        ),  # fmt: skip
+        by_statement=tuple(sorted(timed, key=lambda row: -row[1])),
     )

@@ -260,6 +260,12 @@ MODEL_TOKENS = Counter(
     "Tokens the models reported, by provider, model and kind (input, output).",
     ("provider", "model", "kind"),
 )
+MODEL_COST = Counter(
+    "looping_model_cost",
+    "What the model calls cost by the deployment's [prices], by tenant, provider and model"
+    " (the prices' currency; calls of unpriced models are not counted).",
+    ("tenant", "provider", "model"),
+)
 MODEL_FALLBACKS = Counter(
     "looping_model_fallbacks",
     "Calls passed on to the next model after this provider and model failed.",

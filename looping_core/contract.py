@@ -282,6 +282,8 @@ class SubtaskRecord:
     created_us: int = 0
     started_us: int | None = None
     ended_us: int | None = None
+    cost: float | None = None
+    """What its subagent's model calls cost, by the deployment's `[prices]`."""
 
 
 class SubtaskLog(Protocol):

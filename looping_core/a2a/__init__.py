@@ -13,6 +13,7 @@ from looping_core.a2a._card import (
     verify_card,
 )
 from looping_core.a2a._errors import (
+    DailyBudgetSpent,
     RateLimited,
     RpcError,
     TooManyStreams,
@@ -83,6 +84,7 @@ __all__ = [
     "Artifact",
     "AuthenticationInfo",
     "CardSignatureError",
+    "DailyBudgetSpent",
     "MemorySeenPushes",
     "Message",
     "Part",

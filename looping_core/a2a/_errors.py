@@ -16,7 +16,9 @@ from looping_core.errors import LoopingError
 
 __all__ = [
     "ERRORS",
+    "RETRY_LATER",
     "ContentTypeNotSupported",
+    "DailyBudgetSpent",
     "ErrorSpec",
     "ExtendedAgentCardNotConfigured",
     "ExtensionSupportRequired",
@@ -154,6 +156,16 @@ class TooManyTurns(RpcError):
     again after `Retry-After` seconds (HTTP 429)."""
 
 
+class DailyBudgetSpent(RpcError):
+    """The caller's turns have cost its daily budget (`[limits] caller_daily_cost`) today: try
+    again after `Retry-After` seconds, at midnight UTC (HTTP 429)."""
+
+
+RETRY_LATER = (RateLimited, TooManyTurns, DailyBudgetSpent)
+"""The refusals that say when to try again (`retryAfterSeconds`: `Retry-After`, gRPC's
+`RetryInfo`)."""
+
+
 class PayloadTooLarge(RpcError):
     """The body exceeds `[server] max_body_bytes` (HTTP 413)."""
 
@@ -232,6 +244,10 @@ ERRORS: Mapping[type[RpcError], ErrorSpec] = {
     ),
     TooManyTurns: ErrorSpec(
         -32000, "TOO_MANY_TURNS", "Too many turns waiting or running; try again later",
+        http_status=429, domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
+    ),
+    DailyBudgetSpent: ErrorSpec(
+        -32000, "DAILY_BUDGET_SPENT", "The caller's daily budget is spent; try again tomorrow",
         http_status=429, domain=LOOPING_DOMAIN, rest=(429, "RESOURCE_EXHAUSTED"),
     ),
     PayloadTooLarge: ErrorSpec(

@@ -6,6 +6,7 @@ leaves it out. Everything here is defined in the private modules beside it.
 
 from looping_core.a2a._card import SignedCard, build_stub_card, build_tenant_card, sign_card
 from looping_core.a2a._errors import (
+    RETRY_LATER,
     ContentTypeNotSupported,
     InternalError,
     InvalidParams,
@@ -65,6 +66,7 @@ from looping_core.a2a._push import CONTENT_TYPE as PUSH_CONTENT_TYPE
 
 __all__ = [
     "PUSH_CONTENT_TYPE",
+    "RETRY_LATER",
     "SIGNING_ALGORITHM",
     "CancelTaskRequest",
     "ContentTypeNotSupported",

@@ -11,7 +11,8 @@
   and the budget are core's. With `output_type` it answers in a schema (`AnswerSchema`,
   `StructuredAnswer`): a checked JSON object, as a data part.
 - The tool loop: `run_tool_loop` asks the models, runs the tools they call (bad calls become
-  error results, never crashes), hands every step to a `StepLog`, keeps to a `Budget`, takes in
+  error results, never crashes), hands every step to a `StepLog`, keeps to a `Budget` (in money
+  too: each call priced by the deployment's `Prices`), takes in
   what the caller sends meanwhile (`Inbox`), and compacts the conversation (`Compactor`) before
   it outgrows the context window.
 
@@ -56,6 +57,7 @@ from looping_core.agent._output import (
     StructuredAnswer,
     given_answer,
 )
+from looping_core.agent._prices import Prices
 from looping_core.agent._providers import ModelSetupError
 from looping_core.agent._resume import resume_conversation
 from looping_core.agent._seam import (
@@ -98,6 +100,7 @@ __all__ = [
     "ModelUnavailable",
     "OpenAIChatModel",
     "OutputRequest",
+    "Prices",
     "SessionLog",
     "StepLog",
     "StreamEnd",

@@ -32,6 +32,7 @@ from looping_core.agent._model import (
     ToolSpec,
     respond_with_fallback,
 )
+from looping_core.agent._prices import Prices
 from looping_core.content import (
     Block,
     DataBlock,
@@ -146,6 +147,7 @@ class Compactor:
         *,
         session: DisplacingLog | None = None,
         on_displaced: Callable[[Sequence[Message]], Awaitable[None]] | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self._config = config
         self._limit = None if context_window is None else int(config.compact_at * context_window)
@@ -154,8 +156,11 @@ class Compactor:
         self._on_displaced = on_displaced
         self._reported: tuple[int, int] | None = None
         """(messages the provider counted, tokens it reported for them and its answer)."""
+        self._prices = prices
         self.usage = Usage()
-        """What the summaries cost."""
+        """What the summaries used."""
+        self.cost: float | None = None
+        """What the summaries cost, by `prices` (`None`: none was priced)."""
         self.compactions = 0
 
     def observe(self, request: ModelRequest, response: ModelResponse) -> None:
@@ -216,9 +221,11 @@ class Compactor:
             max_output_tokens=self._config.summary_max_tokens,
         )
         try:
-            response = await respond_with_fallback(self._models, request)
+            response = await respond_with_fallback(self._models, request, prices=self._prices)
         except ModelError as exc:
             _log.warning("the summary could not be written (%s); truncating instead", exc)
             return ""
         self.usage = self.usage + (response.message.usage or Usage())
+        if response.message.cost is not None:
+            self.cost = (self.cost or 0.0) + response.message.cost
         return "".join(b.text for b in response.message.content if isinstance(b, TextBlock))

@@ -49,6 +49,7 @@ from looping_core.agent._output import (
     judged_answer_call,
     pending_answer,
 )
+from looping_core.agent._prices import Prices
 from looping_core.agent._tool_calls import (
     NOT_APPROVABLE,
     NOT_TAKEN_WAITING,
@@ -82,11 +83,13 @@ _RESULT_BLOCKS = (TextBlock, ImageBlock, AudioBlock, DocumentBlock, DataBlock)
 
 @attrs.frozen
 class Budget:
-    """What one turn may spend: model calls, tokens (input and output), seconds."""
+    """What one turn may spend: model calls, tokens (input and output), seconds, and money
+    (`max_cost`, in the `[prices]` table's currency: only priced calls count)."""
 
     max_rounds: int = 20
     max_tokens: int | None = None
     max_seconds: float | None = None
+    max_cost: float | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.max_rounds < 1:
@@ -132,6 +135,9 @@ class LoopOutcome:
     """Why no structured answer fits, when one was asked for and the retries ran out."""
     awaiting: tuple[ToolUseBlock, ...] = ()
     """Tool calls that wait for the caller's approval: the loop ended to ask for it."""
+    cost: float | None = None
+    """What its model calls cost (summaries included), by the prices it was given; `None`
+    when no call was priced."""
 
     @property
     def rounds(self) -> int:
@@ -167,6 +173,7 @@ async def run_tool_loop(
     tool_context: ToolContext | None = None,
     answer: StructuredAnswer | None = None,
     approvals: bool = False,
+    prices: Prices | None = None,
 ) -> LoopOutcome:
     """Run the loop from `request` (its messages end with the new user message, or, for a
     resumed turn, with its last durable step). `pending` are tool calls of the last message
@@ -180,7 +187,8 @@ async def run_tool_loop(
     structured answer the loop must end with (`LoopOutcome.answer`). `approvals`: the caller
     can be asked to approve calls (`Tool.requires_approval`): the loop runs the other calls of
     the response and ends with those (`LoopOutcome.awaiting`); without, they are never run and
-    the model is told so.
+    the model is told so. `prices`: what each call cost (`LoopOutcome.cost`, and the
+    budget's `max_cost`).
     """
     controls = {action.name: action for action in actions}
     specs = tuple(ToolSpec(t.name, t.description, t.input_schema) for t in tools) + tuple(
@@ -202,7 +210,7 @@ async def run_tool_loop(
         answer=answer,
         approvals=approvals,
     )
-    run = _Run(request, log, compactor, inbox, clock())
+    run = _Run(request, log, compactor, inbox, clock(), prices=prices)
     if pending:
         results, taken, awaiting = await dispatch(pending)
         if results:
@@ -216,7 +224,7 @@ async def run_tool_loop(
     budget = budget or Budget()
     while True:
         await run.more_arrived()  # what the caller sent meanwhile joins before the model call
-        exhausted = _spent(budget, len(run.served), run.usage, clock() - run.started)
+        exhausted = _spent(budget, run, clock() - run.started)
         last_call = exhausted is not None
         step = attrs.evolve(
             request,
@@ -274,12 +282,16 @@ class _Run:
         compactor: Compactor | None,
         inbox: Inbox | None,
         started: float,
+        *,
+        prices: Prices | None = None,
     ) -> None:
         self.conversation = list(request.messages)
         self.added: list[Message] = []
         self.served: list[str] = []
         self.usage = Usage()
+        self.cost: float | None = None
         self.started = started
+        self._prices = prices
         self._log = log
         self._compactor = compactor
         self._inbox = inbox
@@ -305,11 +317,18 @@ class _Run:
         self, models: Sequence[ChatModel], step: ModelRequest, on_text: TextSink | None
     ) -> ModelResponse:
         """The models' response to `step` (compacted first when needed), counted."""
-        step, response = await _ask(models, step, self._compactor, on_text)
+        step, response = await _ask(models, step, self._compactor, on_text, self._prices)
         self.conversation[:] = step.messages
         self.served.append(response.served_by)
         self.usage = self.usage + (response.message.usage or Usage())
+        self.cost = add_cost(self.cost, response.message.cost)
         return response
+
+    @property
+    def spent(self) -> float:
+        """What the calls so far cost, summaries included (0 when none was priced)."""
+        summaries = self._compactor.cost if self._compactor is not None else None
+        return add_cost(self.cost, summaries) or 0.0
 
     def outcome(
         self,
@@ -321,13 +340,14 @@ class _Run:
         answer_problem: str | None = None,
         awaiting: tuple[ToolUseBlock, ...] = (),
     ) -> LoopOutcome:
-        usage, compactions = self.usage, 0
+        usage, compactions, cost = self.usage, 0, self.cost
         if self._compactor is not None:
             usage = usage + self._compactor.usage
             compactions = self._compactor.compactions
+            cost = add_cost(cost, self._compactor.cost)
         return LoopOutcome(
             tuple(self.added), response, usage, tuple(self.served), exhausted, control,
-            compactions, answer, answer_problem, awaiting,
+            compactions, answer, answer_problem, awaiting, cost,
         )  # fmt: skip
 
 
@@ -370,13 +390,14 @@ async def _ask(
     step: ModelRequest,
     compactor: Compactor | None,
     on_text: TextSink | None = None,
+    prices: Prices | None = None,
 ) -> tuple[ModelRequest, ModelResponse]:
     """The models' response to `step`, compacted first when it would not fit; a "context too
     long" error compacts and tries once more. Returns the request as it was sent."""
     if compactor is not None and compactor.over(step):
         step = attrs.evolve(step, messages=await compactor.compact(step))
     try:
-        response = await respond_with_fallback(models, step, on_text)
+        response = await respond_with_fallback(models, step, on_text, prices)
     except ContextTooLong:
         if compactor is None:
             raise
@@ -384,7 +405,7 @@ async def _ask(
         if compacted == step.messages:
             raise
         step = attrs.evolve(step, messages=compacted)
-        response = await respond_with_fallback(models, step, on_text)
+        response = await respond_with_fallback(models, step, on_text, prices)
     if compactor is not None:
         compactor.observe(step, response)
     return step, response
@@ -417,15 +438,24 @@ async def _refused_control(call: ToolUseBlock, action: ControlAction) -> ToolRes
     return error_result(call, problem or f"{action.name} was not taken: another action was")
 
 
-def _spent(budget: Budget, rounds: int, usage: Usage, seconds: float) -> str | None:
+def _spent(budget: Budget, run: _Run, seconds: float) -> str | None:
     """Which budget leaves room for one last call only (`None`: the loop may go on)."""
-    if rounds >= budget.max_rounds - 1:
+    if len(run.served) >= budget.max_rounds - 1:
         return "max_rounds"
-    if budget.max_tokens is not None and usage.total_tokens >= budget.max_tokens:
+    if budget.max_tokens is not None and run.usage.total_tokens >= budget.max_tokens:
         return "max_tokens"
     if budget.max_seconds is not None and seconds >= budget.max_seconds:
         return "max_seconds"
+    if budget.max_cost is not None and run.spent >= budget.max_cost:
+        return "max_cost"
     return None
+
+
+def add_cost(total: float | None, cost: float | None) -> float | None:
+    """A sum of costs, any of which may be unknown (`None`: none of them is known)."""
+    if cost is None:
+        return total
+    return cost if total is None else total + cost
 
 
 def _with_note(system: str, note: str) -> str:

@@ -23,7 +23,8 @@ type (see `_output.py` for how the model is asked, and what a wrong answer gets)
 Each turn: the new message joins the caller's durable session, the loop runs with every step
 written there, and the final answer's text, images and audio are the reply and an artifact; the
 turn's usage, the models that served it and its rounds become the task's metadata
-(`looping.usage`, `looping.models`, `looping.rounds`, and `looping.budgetSpent` when one was). A
+(`looping.usage`, `looping.models`, `looping.rounds`, `looping.cost` when `[prices]` priced a
+call, and `looping.budgetSpent` when a budget was spent). A
 turn resumed after a crash (`[runner] on_restart = "resume"`) continues from its last durable
 step: tool calls whose results are stored are not run again, ones without results are, and an
 answer already stored is returned without asking the model again.
@@ -57,6 +58,7 @@ from looping_core.agent._output import (
     StructuredAnswer,
     given_answer,
 )
+from looping_core.agent._prices import Prices
 from looping_core.agent._providers import ModelSetupError, chat_models
 from looping_core.agent._resume import resume_conversation
 from looping_core.agent._seam import (
@@ -108,6 +110,7 @@ class LoopingAgent(Agent):
         self._soul = soul
         self._config = self.agent_config().overridden(context.loop)
         self._models = context.models or self._own_models()
+        self._prices = Prices(context.prices)
         own = None if context.models else self._config.model
         self._context_window = (
             context.context_window
@@ -296,6 +299,7 @@ class LoopingAgent(Agent):
                 tool_context=self._tool_context(turn.tool_context),
                 answer=self._answer,
                 approvals=turn.approvals is not None and turn.session is not None,
+                prices=self._prices,
             )
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
@@ -305,6 +309,8 @@ class LoopingAgent(Agent):
             "looping.models": list(outcome.served_by),
             "looping.rounds": outcome.rounds,
         }
+        if outcome.cost is not None:
+            report["looping.cost"] = outcome.cost
         if outcome.exhausted is not None:
             report["looping.budgetSpent"] = outcome.exhausted
         if outcome.compactions:
@@ -383,6 +389,7 @@ class LoopingAgent(Agent):
             self._models,
             session=turn.session,
             on_displaced=tell,
+            prices=self._prices,
         )
 
     def _answer_stream(self, turn: TurnInput, answer_id: str) -> TextSink | None:

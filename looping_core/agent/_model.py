@@ -17,7 +17,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from looping_core import _metrics, _tracing
+from looping_core import _logs, _metrics, _tracing
+from looping_core.agent._prices import Prices
 from looping_core.content import (
     Accumulator,
     AccumulatorError,
@@ -165,10 +166,13 @@ text of a response (a fallback model's answer starts again: what came before is 
 
 
 async def respond(
-    model: ChatModel, request: ModelRequest, on_text: TextSink | None = None
+    model: ChatModel,
+    request: ModelRequest,
+    on_text: TextSink | None = None,
+    prices: Prices | None = None,
 ) -> ModelResponse:
-    """The whole response of one model: its stream folded into an assistant message. `on_text`
-    is given its text as it arrives."""
+    """The whole response of one model: its stream folded into an assistant message (with its
+    cost, when `prices` has the model). `on_text` is given its text as it arrives."""
     provider, _, name = model.label.partition(":")
     with _tracing.span(
         "model call", kind="client", gen_ai__system=provider, gen_ai__request__model=name
@@ -192,7 +196,12 @@ async def respond(
                 gen_ai__usage__output_tokens=usage.output_tokens,
             )
         span.set(gen_ai__response__finish_reasons=response.stop_reason)
-        return response
+        cost = prices.cost(model.label, usage) if prices else None
+        if cost is None:
+            return response
+        tenant = _logs.current().get("tenant", "")
+        _metrics.MODEL_COST.inc(cost, tenant=tenant, provider=provider, model=name)
+        return attrs.evolve(response, message=attrs.evolve(response.message, cost=cost))
 
 
 async def _respond(
@@ -229,9 +238,13 @@ async def _respond(
 
 
 async def respond_with_fallback(
-    models: Sequence[ChatModel], request: ModelRequest, on_text: TextSink | None = None
+    models: Sequence[ChatModel],
+    request: ModelRequest,
+    on_text: TextSink | None = None,
+    prices: Prices | None = None,
 ) -> ModelResponse:
-    """The first model's response, or, when it is unavailable, the next one's, in order.
+    """The first model's response, or, when it is unavailable, the next one's, in order (each
+    priced by `prices`, when it has the model).
 
     Raises the last `ModelUnavailable` when none could answer, and any other `ModelError` at
     once (a request another model would refuse too, or a model's malformed answer).
@@ -241,7 +254,7 @@ async def respond_with_fallback(
     last: ModelUnavailable | None = None
     for model in models:
         try:
-            return await respond(model, request, on_text)
+            return await respond(model, request, on_text, prices)
         except ModelUnavailable as exc:
             _log.warning("%s; trying the next model", exc)
             if model is not models[-1]:

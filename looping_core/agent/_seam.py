@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
-from looping_core.config import LoopSettings
+from looping_core.config import LoopSettings, ModelPrice
 from looping_core.content import Block, Message, ToolApproval, UserMessage
 from looping_core.contract import Identity, ModelProvider, SubtaskLog, ToolContext
 from looping_core.errors import LoopingError, ProblemsError
@@ -62,6 +62,8 @@ class AgentContext:
     environ: Mapping[str, str] = attrs.field(factory=lambda: os.environ)
     """Where `env:NAME` secrets are read (the server's environment, read once at startup), for
     an agent that names its own model with an API key."""
+    prices: Mapping[str, ModelPrice] = attrs.field(factory=dict)
+    """`[prices]`: what each model's tokens cost, so a turn's model calls have a cost."""
 
 
 class SessionLog(Protocol):

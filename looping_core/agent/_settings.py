@@ -70,6 +70,7 @@ class LoopingConfig:
             max_rounds=pick("max_rounds", self.budget.max_rounds),
             max_tokens=pick("max_tokens", self.budget.max_tokens),
             max_seconds=pick("max_seconds", self.budget.max_seconds),
+            max_cost=pick("max_cost", self.budget.max_cost),
         )
         compaction = attrs.evolve(
             self.compaction,

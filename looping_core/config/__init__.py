@@ -32,6 +32,7 @@ from looping_core.config._model import (
     LimitsConfig,
     LoopSettings,
     ModelChoice,
+    ModelPrice,
     ObservabilityConfig,
     PluginsConfig,
     PushConfig,
@@ -48,6 +49,7 @@ from looping_core.config._model import (
     TenantLimits,
     TenantModelConfig,
 )
+from looping_core.config._prices import price_of
 
 __all__ = [
     "CONFIG_ENV_VAR",
@@ -62,6 +64,7 @@ __all__ = [
     "LimitsConfig",
     "LoopSettings",
     "ModelChoice",
+    "ModelPrice",
     "ObservabilityConfig",
     "PluginsConfig",
     "PushConfig",
@@ -80,6 +83,7 @@ __all__ = [
     "check_model",
     "load_config",
     "parse_config",
+    "price_of",
     "resolve_config_path",
     "structure_plugin_config",
 ]

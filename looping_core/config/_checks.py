@@ -426,6 +426,7 @@ _LOOP_BOUNDS: dict[str, tuple[float, float, bool]] = {
     "max_rounds": (1, 10_000, True),
     "max_tokens": (1, 2**53 - 1, True),
     "max_seconds": (0, 86_400, False),
+    "max_cost": (0, 1e12, False),
     "tool_timeout_seconds": (0, 3_600, False),
     "max_parallel_tools": (1, 256, True),
     "compact_at": (0, 1, False),
@@ -442,7 +443,7 @@ def check_limits(limits: LimitsConfig | TenantLimits, path: str) -> list[str]:
     at least one request."""
     problems = []
     for name in ("caller_turns", "tenant_turns", "caller_requests_per_second",
-                 "tenant_requests_per_second"):  # fmt: skip
+                 "tenant_requests_per_second", "caller_daily_cost"):  # fmt: skip
         value = getattr(limits, name)
         if value is not None and value < 0:
             problems.append(f"must not be negative (0: no limit) @ {path}.{name}")

@@ -38,6 +38,7 @@ from looping_core.config._model import (
     DEFAULT_STUB_CARD,
     Config,
     LimitsConfig,
+    ModelPrice,
     ObservabilityConfig,
     PluginsConfig,
     PushConfig,
@@ -50,6 +51,7 @@ from looping_core.config._model import (
     StubCardConfig,
     TenantConfig,
 )
+from looping_core.config._prices import check_priced, check_prices
 from looping_core.contract import ConfigPath, SecretRef
 from looping_core.errors import ConfigError
 
@@ -199,13 +201,14 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     observability = _parse_section(raw, "observability", ObservabilityConfig, problems)
     retention = _parse_section(raw, "retention", RetentionConfig, problems)
     limits = _parse_section(raw, "limits", LimitsConfig, problems)
+    prices = _parse_prices(raw.pop("prices", {}), problems)
     card = DEFAULT_STUB_CARD
     if "card" in raw:
         card, card_problems = _structure(raw.pop("card"), StubCardConfig, "$.card")
         problems.extend(card_problems)
     sections = [
         "server", "security", "store", "card", "runner", "push", "streaming", "observability",
-        "retention", "limits", "plugins",
+        "retention", "limits", "prices", "plugins",
     ]  # fmt: skip
     for unknown in raw:
         close = difflib.get_close_matches(unknown, [*sections, "tenants"], n=1)
@@ -237,6 +240,8 @@ def parse_config(text: str, source: str = "<string>") -> Config:
     if card is not None:
         problems.extend(check_card(card, "$.card", need_skills=False))
     problems.extend(check_cross_references(plugins, tenants))
+    problems.extend(check_prices(prices))
+    problems.extend(check_priced(tenants, limits, prices))
     config = Config(
         source=source,
         server=server,
@@ -250,6 +255,7 @@ def parse_config(text: str, source: str = "<string>") -> Config:
         retention=retention,
         limits=limits,
         plugins=plugins,
+        prices=prices,
         tenants=tenants,
     )
     if problems:
@@ -325,6 +331,20 @@ def _parse_plugins(raw: object, problems: list[str]) -> PluginsConfig:
         else:
             settings[key] = value
     return PluginsConfig(enabled=tuple(enabled), settings=settings)
+
+
+def _parse_prices(raw: object, problems: list[str]) -> dict[str, ModelPrice]:
+    """`[prices]`: a table of `[prices."<model>"]` tables; the ones that read are kept."""
+    if not isinstance(raw, dict):
+        problems.append('expected a table of [prices."<model>"] tables @ $.prices')
+        return {}
+    prices: dict[str, ModelPrice] = {}
+    for key, table in raw.items():
+        price, price_problems = _structure(table, ModelPrice, f'$.prices."{key}"')
+        problems.extend(price_problems)
+        if price is not None:
+            prices[key] = price
+    return prices
 
 
 def _parse_tenants(raw: object, problems: list[str]) -> dict[str, TenantConfig]:

@@ -30,6 +30,7 @@ __all__ = [
     "Config",
     "LimitsConfig",
     "ModelChoice",
+    "ModelPrice",
     "PluginsConfig",
     "PushConfig",
     "RetiredKey",
@@ -165,6 +166,21 @@ class ModelChoice:
 
 
 @attrs.frozen
+class ModelPrice:
+    """`[prices."<model>"]`: what a model's tokens cost, per million, in the currency the
+    deployment bills in (core names none). Reasoning tokens are output tokens."""
+
+    input: float
+    """Prompt tokens read without a cache."""
+    output: float
+    """Generated tokens (reasoning included)."""
+    cached_input: float | None = None
+    """Prompt tokens read from the provider's cache (absent: the `input` price)."""
+    cache_write: float | None = None
+    """Prompt tokens written to the provider's cache (absent: the `input` price)."""
+
+
+@attrs.frozen
 class TenantModelConfig(ModelChoice):
     """`[tenants.<id>.model]`: the model, and the ones tried in order when it is unavailable."""
 
@@ -203,6 +219,8 @@ class LoopSettings:
     output_retries: int | None = None
     """How many answers that do not fit the schema the model may correct before the turn
     fails (`OUTPUT_INVALID`)."""
+    max_cost: float | None = None
+    """What one turn's model calls may cost (the `[prices]` table's currency)."""
 
 
 @attrs.frozen
@@ -224,6 +242,11 @@ class LimitsConfig:
     burst_seconds: float = 2.0
     """How many seconds' worth of requests may come at once after a quiet spell (a caller
     at 20 per second may send 40 together)."""
+    caller_daily_cost: float = 0.0
+    """What one caller's turns may cost per day (UTC), in the `[prices]` table's currency:
+    once its turns of the day have cost this much, a SendMessage that would begin a turn is
+    refused (`DAILY_BUDGET_SPENT`, HTTP 429, `Retry-After` until midnight UTC) before
+    anything is written."""
 
 
 @attrs.frozen
@@ -235,6 +258,7 @@ class TenantLimits:
     caller_requests_per_second: float | None = None
     tenant_requests_per_second: float | None = None
     burst_seconds: float | None = None
+    caller_daily_cost: float | None = None
 
     def over(self, defaults: LimitsConfig) -> LimitsConfig:
         """`defaults` with this tenant's own values in their place."""
@@ -406,6 +430,9 @@ class Config:
     retention: RetentionConfig = RetentionConfig()
     limits: LimitsConfig = LimitsConfig()
     plugins: PluginsConfig = PluginsConfig()
+    prices: Mapping[str, ModelPrice] = attrs.field(factory=dict)
+    """`[prices]`: by model (`gpt-4o-mini`), or by provider and model (`openai:gpt-4o-mini`),
+    which wins."""
     tenants: Mapping[str, TenantConfig] = attrs.field(factory=dict)
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -73,6 +74,18 @@ class AssistantMessage:
         ),
     )
     usage: Usage | None = None
+    cost: float | None = attrs.field(default=None, validator=lambda i, a, v: _cost(v))
+    """What the call that produced it cost, by the deployment's `[prices]` (absent: the model
+    has no price there)."""
+
+
+def _cost(value: float | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError("cost must be a number")
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError("cost must be a finite number from 0 up")
 
 
 @attrs.frozen

@@ -187,6 +187,7 @@ class RoundAgent(LoopingAgent):
             max_rounds=self._policy.subtask_max_rounds,
             max_tokens=self._policy.subtask_max_tokens,
             max_seconds=self._policy.subtask_max_seconds,
+            prices=self._prices,
             tool_timeout=config.tool_timeout,
             workspace_limits=WorkspaceLimits(),
             depth=depth,
@@ -325,11 +326,15 @@ def _plan_metadata(metadata: dict[str, Any], records: Sequence[SubtaskRecord]) -
             "attempts": r.attempts,
             **({"reason": r.reason} if r.reason else {}),
             **({"usage": dict(r.usage)} if r.usage else {}),
+            **({"cost": r.cost} if r.cost is not None else {}),
         }
         for r in records
     ]
     metadata["looping.waves"] = _waves(records)
     metadata["looping.usage"] = _total_usage(metadata.get("looping.usage"), records)
+    costs = [c for c in (metadata.get("looping.cost"), *(r.cost for r in records)) if c is not None]
+    if costs:
+        metadata["looping.cost"] = sum(costs)
     return metadata
 
 

@@ -29,6 +29,7 @@ from looping_core.agent import (
     ChatModel,
     ModelError,
     ModelRequest,
+    Prices,
     SessionLog,
     StructuredAnswer,
     given_answer,
@@ -81,6 +82,8 @@ class SubagentSetup:
     subtask id and its depth (`None` when the depth limit is reached)."""
     answers: Mapping[str, StructuredAnswer] = attrs.field(factory=dict)
     """How the subagents of each subtask type that hands back data are asked for it."""
+    prices: Prices | None = None
+    """What each subagent's model calls cost (`SubtaskRecord.cost`)."""
 
 
 @attrs.frozen
@@ -216,7 +219,7 @@ async def _run_one(
         )
         await log.update(record)
         try:
-            result, usage, reason = await _subagent(record, recipe, setup, inputs)
+            result, usage, cost, reason = await _subagent(record, recipe, setup, inputs)
         except asyncio.CancelledError:
             # The task was canceled: its subagents stop, and the record says so.
             canceled = attrs.evolve(record, state="canceled", ended_us=_now_us())
@@ -232,6 +235,7 @@ async def _run_one(
                 result=None if reason else result,
                 reason=reason,
                 usage=attrs.asdict(usage),
+                cost=cost,
                 ended_us=_now_us(),
             )
         await log.update(ended)
@@ -244,9 +248,10 @@ def _reason(error: ModelError) -> str:
 
 async def _subagent(
     record: SubtaskRecord, recipe: SubtaskRecipe, setup: SubagentSetup, inputs: Mapping[str, Any]
-) -> tuple[Any, Usage, str | None]:
+) -> tuple[Any, Usage, float | None, str | None]:
     """Run one subagent to its answer: its text (or, for a subtask type that hands back data,
-    the JSON object that fits its schema), the usage of its model calls, and why it failed."""
+    the JSON object that fits its schema), the usage of its model calls and their cost (by
+    `setup.prices`), and why it failed."""
     scope = f"{record.subtask_id}@{(record.fingerprint or '')[:16]}"
     session = setup.session.subagent(scope) if setup.session is not None else None
     message = UserMessage((TextBlock(_brief(record, inputs)),))
@@ -256,9 +261,10 @@ async def _subagent(
     answer = setup.answers.get(record.type_key)
     given = given_answer(answer, conversation, answered)
     if given is not None:
-        return given, (answered.usage if answered else None) or Usage(), None
+        usage = (answered.usage if answered else None) or Usage()
+        return given, usage, answered.cost if answered else None, None
     if answered is not None and answer is None:
-        return _text_result(answered, answered.usage or Usage())
+        return _text_result(answered, answered.usage or Usage(), answered.cost)
     context = _tool_context(record, setup)
     outcome = await run_tool_loop(
         setup.models,
@@ -274,20 +280,23 @@ async def _subagent(
         pending=pending,
         tool_context=context,
         answer=answer,
+        prices=setup.prices,
     )
     if answer is None:
-        return _text_result(outcome.final.message, outcome.usage)
+        return _text_result(outcome.final.message, outcome.usage, outcome.cost)
     if outcome.answer is None:
         _log.warning(
             "subtask %s: no answer fits its schema: %s", record.subtask_id, outcome.answer_problem
         )
-        return None, outcome.usage, "OUTPUT_INVALID"
-    return outcome.answer, outcome.usage, None
+        return None, outcome.usage, outcome.cost, "OUTPUT_INVALID"
+    return outcome.answer, outcome.usage, outcome.cost, None
 
 
-def _text_result(message: AssistantMessage, usage: Usage) -> tuple[Any, Usage, str | None]:
+def _text_result(
+    message: AssistantMessage, usage: Usage, cost: float | None
+) -> tuple[Any, Usage, float | None, str | None]:
     text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
-    return (text, usage, None) if text else (None, usage, "MODEL_EMPTY_ANSWER")
+    return (text, usage, cost, None) if text else (None, usage, cost, "MODEL_EMPTY_ANSWER")
 
 
 def _brief(record: SubtaskRecord, inputs: Mapping[str, Any]) -> str:

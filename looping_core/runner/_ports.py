@@ -47,6 +47,7 @@ class TurnRecords(TaskStates, Protocol):
         taken_through: str | None = None,
         answer_with_message: bool = False,
         job: JobTicket | None = None,
+        spent: float | None = None,
     ) -> TurnEnd: ...
     async def transition(
         self,
@@ -67,6 +68,7 @@ class TurnRecords(TaskStates, Protocol):
         reply: Message | None,
         artifacts: Sequence[Artifact],
         metadata: Mapping[str, Any] | None,
+        spent: float | None = None,
     ) -> bool: ...
     async def arrivals(self, task_id: str, after: str) -> list[Message]: ...
     async def get(

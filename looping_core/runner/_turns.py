@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -369,6 +370,7 @@ class TurnDriver:
             taken_through=taken_through,
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
             job=job,
+            spent=turn_cost(result.metadata),
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
         ending = asyncio.ensure_future(patiently(write))
@@ -384,6 +386,7 @@ class TurnDriver:
             reply=reply,
             artifacts=artifacts,
             metadata=result.metadata,
+            spent=turn_cost(result.metadata),
         ):
             _log.info(
                 "task %s: a follow-up joined after its turn's end; it begins the next", task_id
@@ -404,6 +407,15 @@ async def _keep_canceled_metadata(agent: Agent, turn: TurnInput, store: TurnReco
         pass  # the store said so; the task keeps what it had
     except Exception:
         _log.exception("task %s: recording what its canceled turn had done failed", turn.task_id)
+
+
+def turn_cost(report: Mapping[str, Any] | None) -> float | None:
+    """What a turn's model calls cost, as its agent reports it (`looping.cost`: a number from
+    0 up; anything else counts as unknown)."""
+    cost = (report or {}).get("looping.cost")
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        return None
+    return float(cost) if math.isfinite(cost) and cost >= 0 else None
 
 
 def _retrieved(done: asyncio.Future[Any]) -> None:
@@ -427,6 +439,9 @@ def _log_turn_end(task_id: str, result: TurnResult, started: float | None) -> No
         fields["rounds"] = report["looping.rounds"]
     if isinstance(usage, dict) and usage:
         fields["tokens"] = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    cost = turn_cost(report)
+    if cost is not None:
+        fields["cost"] = round(cost, 6)
     if result.reason:
         fields["reason"] = result.reason
     words = " ".join(f"{name}={value}" for name, value in fields.items())

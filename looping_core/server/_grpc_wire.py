@@ -19,8 +19,8 @@ from google.protobuf.message import DecodeError, Message
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from looping_core.a2a import RateLimited, RpcError, TooManyTurns, Unavailable
-from looping_core.a2a.internal import InvalidRequest, spec_of
+from looping_core.a2a import RpcError, Unavailable
+from looping_core.a2a.internal import RETRY_LATER, InvalidRequest, spec_of
 from looping_core.server._answers import wire_result
 from looping_core.server._refusals import RETRY_AFTER_SECONDS
 
@@ -117,6 +117,6 @@ def error_status(error: RpcError) -> grpc.Status:
 def _retry_after(error: RpcError) -> int | None:
     if isinstance(error, Unavailable):
         return RETRY_AFTER_SECONDS
-    if isinstance(error, (RateLimited, TooManyTurns)):
+    if isinstance(error, RETRY_LATER):
         return int(error.metadata["retryAfterSeconds"])
     return None

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 import attrs
 
-from looping_core.a2a import RateLimited, TooManyTurns
+from looping_core.a2a import DailyBudgetSpent, RateLimited, TooManyTurns
 from looping_core.config import Config, LimitsConfig
 from looping_core.contract import Identity
 from looping_core.store import internal as store
@@ -80,7 +80,12 @@ class Limits:
         fair = config.uses_job_engine()
         of_tenant = {tenant: config.limits_of(tenant) for tenant in config.tenants}
         turns = {
-            tenant: store.TurnLimits(caller=own.caller_turns, tenant=own.tenant_turns, fair=fair)
+            tenant: store.TurnLimits(
+                caller=own.caller_turns,
+                tenant=own.tenant_turns,
+                fair=fair,
+                caller_daily_cost=own.caller_daily_cost,
+            )
             for tenant, own in of_tenant.items()
         }
         return cls(of_tenant, turns)
@@ -107,6 +112,18 @@ class Limits:
                 f"{seconds} s",
                 metadata={"retryAfterSeconds": str(seconds)},
             )
+
+
+def budget_spent(refusal: store.BudgetSpent) -> DailyBudgetSpent:
+    """The store's refusal as the caller hears it: the budget, and when it is whole again."""
+    return DailyBudgetSpent(
+        f"This caller's turns have cost its daily budget ({refusal.limit:g}) today; try again "
+        "after midnight UTC",
+        metadata={
+            "limit": f"{refusal.limit:g}",
+            "retryAfterSeconds": str(refusal.seconds_left),
+        },
+    )
 
 
 def too_many_turns(refusal: store.TooManyTurns) -> TooManyTurns:

@@ -9,8 +9,9 @@ from typing import Any
 
 from aiohttp import web
 
-from looping_core.a2a import RateLimited, RpcError, TooManyTurns, Unavailable
+from looping_core.a2a import RpcError, Unavailable
 from looping_core.a2a.internal import (
+    RETRY_LATER,
     InternalError,
     InvalidParams,
     RequestTimeout,
@@ -21,7 +22,7 @@ from looping_core.a2a.internal import (
     UnsupportedOperation,
     spec_of,
 )
-from looping_core.server._limits import too_many_turns
+from looping_core.server._limits import budget_spent, too_many_turns
 from looping_core.server._requests import Observed
 from looping_core.store import internal as store
 
@@ -88,6 +89,7 @@ _STORE_REFUSALS: Mapping[type[store.StoreRefusal], Callable[[Any], RpcError]] = 
     store.TaskNotCancelable: lambda e: TaskNotCancelable(metadata={"taskId": e.task_id}),
     store.TurnRefused: lambda e: UnsupportedOperation(str(e)),
     store.TooManyTurns: too_many_turns,
+    store.BudgetSpent: budget_spent,
     store.ApprovalRefused: lambda e: InvalidParams(
         f"params.message: {e}", violations=[("params.message", str(e))]
     ),
@@ -139,7 +141,7 @@ def error_headers(error: RpcError) -> dict[str, str]:
         headers["Connection"] = "close"  # the rest of the body is not worth waiting for
     if isinstance(error, Unavailable):
         headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-    if isinstance(error, (RateLimited, TooManyTurns)):
+    if isinstance(error, RETRY_LATER):
         headers["Retry-After"] = error.metadata["retryAfterSeconds"]
     return headers
 

@@ -265,6 +265,7 @@ def build_agents(
                     loop=tenant.loop,
                     model_providers=providers[tenant_id],
                     environ=environ,
+                    prices=config.prices,
                 )
             )
             agent_problems.extend(_unlisted_answer_modes(tenant_id, tenant, agents[tenant_id]))

@@ -7,6 +7,7 @@ from looping_core.errors import LoopingError
 
 __all__ = [
     "ApprovalRefused",
+    "BudgetSpent",
     "ContextMismatch",
     "GenerationMismatch",
     "InvalidPageToken",
@@ -65,6 +66,17 @@ class TooManyTurns(StoreRefusal):
         """`caller` or `tenant`: whose limit it is."""
         self.limit = limit
         super().__init__(f"the {scope} has {limit} turns waiting or running already")
+
+
+class BudgetSpent(StoreRefusal):
+    """The caller's turns of the day (UTC) have cost its daily budget (`limit`) already."""
+
+    def __init__(self, limit: float, spent: float, seconds_left: int) -> None:
+        self.limit = limit
+        self.spent = spent
+        self.seconds_left = seconds_left
+        """Seconds until the day ends (UTC), when the budget is whole again."""
+        super().__init__(f"the caller's turns cost {spent:g} today; its daily budget is {limit:g}")
 
 
 class GenerationMismatch(StoreRefusal):

@@ -20,6 +20,7 @@ from looping_core.store._models import (
     CORE_MODELS,
     EVENT_MODELS,
     SESSION_MODELS,
+    SPEND_MODELS,
     SUBTASK_MODELS,
     CoreMigration,
     PluginMigration,
@@ -173,6 +174,13 @@ def _tool_approvals(db: peewee.Database) -> None:
     db.create_tables(list(APPROVAL_MODELS), safe=True)
 
 
+def _spend(db: peewee.Database) -> None:
+    """What each caller's turns cost per day, and each subtask's cost."""
+    db.create_tables(list(SPEND_MODELS), safe=True)
+    if "cost" not in {column.name for column in db.get_columns("subtasks")}:
+        db.execute_sql("ALTER TABLE subtasks ADD COLUMN cost REAL")  # type: ignore[no-untyped-call]
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -194,6 +202,7 @@ MIGRATIONS: Sequence[Migration] = (
         "push configs' targets checked once, older releases' rows at first use",
         _checked_push_targets,
     ),
+    Migration(15, "what callers' turns cost per day, and subtasks' costs", _spend),
 )
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "CORE_MODELS",
     "EVENT_MODELS",
     "SESSION_MODELS",
+    "SPEND_MODELS",
     "SUBTASK_MODELS",
     "CoreMigration",
     "MessageRow",
@@ -243,6 +244,8 @@ class SubtaskRow(_Base):
     fingerprint = peewee.TextField(null=True)
     wave = peewee.IntegerField(null=True)
     usage = peewee.TextField(null=True)
+    cost = peewee.FloatField(null=True)
+    """What its subagent's model calls cost, by the deployment's prices (migration 15)."""
     created_ts = peewee.BigIntegerField()
     started_ts = peewee.BigIntegerField(null=True)
     ended_ts = peewee.BigIntegerField(null=True)
@@ -275,14 +278,31 @@ class ApprovalRow(_Base):
         primary_key = peewee.CompositeKey("task", "call_id")
 
 
+class CallerSpendRow(_Base):
+    """What one caller's turns cost on one day (UTC), for its daily budget: each turn's end
+    adds its cost in the same write (migration 15)."""
+
+    tenant = peewee.TextField()
+    issuer = peewee.TextField()
+    subject = peewee.TextField()
+    day = peewee.IntegerField()
+    """Days since 1970-01-01, UTC."""
+    cost = peewee.FloatField()
+
+    class Meta:
+        table_name = "caller_spend"
+        primary_key = peewee.CompositeKey("tenant", "issuer", "subject", "day")
+
+
 SESSION_MODELS: tuple[type[peewee.Model], ...] = (SessionRow, SessionMessageRow)
 SUBTASK_MODELS: tuple[type[peewee.Model], ...] = (SubtaskRow,)
 
 EVENT_MODELS: tuple[type[peewee.Model], ...] = (TaskEventRow,)
 APPROVAL_MODELS: tuple[type[peewee.Model], ...] = (ApprovalRow,)
+SPEND_MODELS: tuple[type[peewee.Model], ...] = (CallerSpendRow,)
 
 CORE_MODELS: tuple[type[peewee.Model], ...] = (
     TaskRow, MessageRow, TaskArtifactRow, PushConfigRow, PushOutbox, PushAttempt, *SESSION_MODELS,
-    *SUBTASK_MODELS, *EVENT_MODELS, *APPROVAL_MODELS,
+    *SUBTASK_MODELS, *EVENT_MODELS, *APPROVAL_MODELS, *SPEND_MODELS,
 )  # fmt: skip
 """The models migration 1 creates (the journal tables exist before any migration)."""

@@ -11,6 +11,9 @@ the backlog and the server keeps answering while a large one is worked off.
   task runs, and a resume after them is told the task ended.
 - **Pushes done with** (delivered, failed, expired, dropped) older than `delivered_after`, with
   their attempts. A pending push is never deleted.
+- **Callers' spend per day** (the daily budgets' count) of days that ended `finished_after`
+  ago, with the ended tasks: one statement a run, which after the first run meets one day's
+  rows.
 
 Never a task that has not ended: a task waiting for input is not finished. 0 keeps a kind
 forever.
@@ -25,7 +28,7 @@ import attrs
 
 from looping_core.a2a import TERMINAL_STATES
 from looping_core.store._db import Database
-from looping_core.store._rows import now_us
+from looping_core.store._rows import DAY_US, now_us
 
 __all__ = ["BATCH", "PruneCounts", "RetentionPolicy", "prune"]
 
@@ -80,6 +83,8 @@ async def prune(database: Database, policy: RetentionPolicy, now: int | None = N
         if after <= 0:
             continue
         cutoff = moment - after * 1_000_000
+        if batch is _tasks_batch:
+            await database.run(_spend_days, database, cutoff)
         for _ in range(MAX_BATCHES):
             done = await database.run(batch, database, cutoff)
             counts += done
@@ -109,6 +114,11 @@ def _tasks_batch(database: Database, cutoff: int) -> PruneCounts:
         sql(f"DELETE FROM tasks WHERE id IN ({_marks(len(ids))})", ids)
         sessions = sum(_drop_sessions(database, key) for key in {tuple(r[1:]) for r in rows})
     return PruneCounts(tasks=len(ids), sessions=sessions)
+
+
+def _spend_days(database: Database, cutoff: int) -> None:
+    """Callers' spend of the days that ended before `cutoff`."""
+    database.execute("DELETE FROM caller_spend WHERE day < ?", (cutoff // DAY_US,))
 
 
 def _drop_sessions(database: Database, key: Sequence[Any]) -> int:

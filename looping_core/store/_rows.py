@@ -29,6 +29,7 @@ from looping_core.store._jobs import JobAlreadyQueued, JobHooks, JobTicket
 from looping_core.store._secrets import PushSecrets
 
 __all__ = [
+    "DAY_US",
     "HEAD",
     "NON_TERMINAL",
     "RUNNING",
@@ -43,6 +44,10 @@ __all__ = [
 
 NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
 RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
+
+
+DAY_US = 86_400_000_000
+"""Microseconds in a day: a time in microseconds since the epoch over it is the UTC day."""
 
 
 def now_us() -> int:

@@ -22,8 +22,8 @@ __all__ = ["SubtaskStore"]
 _PLAN = ("task_id", "subtask_id", "type_key", "params", "depends_on", "round", "created_ts")
 """What a plan sets once."""
 _PROGRESS = (
-    "state", "result", "reason", "attempts", "fingerprint", "wave", "usage", "started_ts",
-    "ended_ts",
+    "state", "result", "reason", "attempts", "fingerprint", "wave", "usage", "cost",
+    "started_ts", "ended_ts",
 )  # fmt: skip
 """What running the subtask changes."""
 _COLUMNS = ", ".join(_PLAN + _PROGRESS)
@@ -103,6 +103,7 @@ def _progress(subtask: SubtaskRecord) -> tuple[Any, ...]:
         subtask.fingerprint,
         subtask.wave,
         _json(None if subtask.usage is None else dict(subtask.usage)),
+        subtask.cost,
         subtask.started_us,
         subtask.ended_us,
     )
@@ -110,7 +111,7 @@ def _progress(subtask: SubtaskRecord) -> tuple[Any, ...]:
 
 def _record(row: tuple[Any, ...]) -> SubtaskRecord:
     (task_id, subtask_id, type_key, params, depends_on, round_, created, state, result, reason,
-     attempts, fingerprint, wave, usage, started, ended) = row  # fmt: skip
+     attempts, fingerprint, wave, usage, cost, started, ended) = row  # fmt: skip
     return SubtaskRecord(
         task_id=task_id,
         subtask_id=subtask_id,
@@ -125,6 +126,7 @@ def _record(row: tuple[Any, ...]) -> SubtaskRecord:
         fingerprint=fingerprint,
         wave=None if wave is None else int(wave),
         usage=None if usage is None else json.loads(usage),
+        cost=None if cost is None else float(cost),
         created_us=int(created),
         started_us=None if started is None else int(started),
         ended_us=None if ended is None else int(ended),

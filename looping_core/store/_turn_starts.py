@@ -25,6 +25,7 @@ from looping_core.content import Decision
 from looping_core.contract import Identity
 from looping_core.store._approvals import decide_approvals
 from looping_core.store._errors import (
+    BudgetSpent,
     ContextMismatch,
     GenerationMismatch,
     TooManyTurns,
@@ -34,6 +35,7 @@ from looping_core.store._events import Events
 from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
+    DAY_US,
     RUNNING,
     Head,
     StoreBase,
@@ -56,16 +58,26 @@ _UNSETTLED = (
 partial index `tasks_unsettled` (migration 12): a query with parameters there could not use it."""
 
 
+_SPENT_TODAY = (
+    "SELECT cost FROM caller_spend WHERE tenant = ? AND issuer = ? AND subject = ? AND day = ?"
+)
+"""What a caller's turns have cost on a day (`DAY_US`: UTC days since the epoch)."""
+
+
 @attrs.frozen
 class TurnLimits:
     """How many turns may be accepted and not yet settled (SUBMITTED or WORKING) at once: per
-    caller and per tenant (0: no limit). `fair`: count them even without limits, for the job
-    engine's order (a turn's job priority is minus its tenant's unsettled turns, so the engine
-    fetches one tenant's turns between another's instead of after them all)."""
+    caller and per tenant (0: no limit), and what a caller's turns may cost per day. `fair`:
+    count them even without limits, for the job engine's order (a turn's job priority is minus
+    its tenant's unsettled turns, so the engine fetches one tenant's turns between another's
+    instead of after them all)."""
 
     caller: int = 0
     tenant: int = 0
     fair: bool = False
+    caller_daily_cost: float = 0.0
+    """What one caller's turns may cost per day (UTC) before its next turn is refused
+    (`BudgetSpent`); 0: no budget."""
 
     @property
     def counted(self) -> bool:
@@ -183,14 +195,14 @@ class TurnStarts(StoreBase):
                     decide_approvals(self._sql, head.id, decisions, stamp)
                 joined = head.state in RUNNING
                 if not joined:
-                    priority = self._within(limits, scope)
+                    priority = self._within(limits, scope, stamp)
                     self._begin_next_turn(head, message.message_id, stamp)
                     self._queue_turn(head.id, priority)
                 task_id, context_id = head.id, head.context_id
             else:
                 try:
-                    priority = self._within(limits, scope)
-                except TooManyTurns:
+                    priority = self._within(limits, scope, stamp)
+                except (TooManyTurns, BudgetSpent):
                     duplicate = self._first_turn_of(scope, message.message_id, generations)
                     if duplicate is None:
                         raise
@@ -253,9 +265,16 @@ class TurnStarts(StoreBase):
             begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
             return TurnStart(task, True, begun=begun)
 
-    def _within(self, limits: TurnLimits, scope: tuple[str, str, str]) -> int:
-        """Check that one more turn is within `limits` (`TooManyTurns` if not); its job's
-        priority: minus the tenant's unsettled turns."""
+    def _within(self, limits: TurnLimits, scope: tuple[str, str, str], stamp: int) -> int:
+        """Check that one more turn is within `limits` (`BudgetSpent`, `TooManyTurns` if not);
+        its job's priority: minus the tenant's unsettled turns."""
+        if limits.caller_daily_cost > 0:
+            day, into_day = divmod(stamp, DAY_US)
+            row = self._sql(_SPENT_TODAY, (*scope, day)).fetchone()
+            spent = float(row[0]) if row is not None else 0.0
+            if spent >= limits.caller_daily_cost:
+                seconds_left = max(1, -(-(DAY_US - into_day) // 1_000_000))
+                raise BudgetSpent(limits.caller_daily_cost, spent, seconds_left)
         if not limits.counted:
             return 0
         tenant, issuer, subject = scope

@@ -28,6 +28,7 @@ from looping_core.store._errors import TaskNotCancelable
 from looping_core.store._jobs import JobTicket
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._rows import (
+    DAY_US,
     NON_TERMINAL,
     Head,
     compact,
@@ -38,6 +39,12 @@ from looping_core.store._turn_starts import BegunTurn, TurnStarts
 
 __all__ = ["TurnEnd", "Turns"]
 
+_SPEND = (
+    "INSERT INTO caller_spend (tenant, issuer, subject, day, cost) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (tenant, issuer, subject, day) DO UPDATE SET cost = caller_spend.cost"
+    " + excluded.cost"
+)
+"""A turn's cost added to its caller's spend of the day."""
 _NOTIFY = TERMINAL_STATES | {
     TaskState.TASK_STATE_INPUT_REQUIRED,
     TaskState.TASK_STATE_AUTH_REQUIRED,
@@ -127,6 +134,7 @@ class Turns(TurnStarts):
         taken_through: str | None = None,
         answer_with_message: bool = False,
         job: JobTicket | None = None,
+        spent: float | None = None,
     ) -> TurnEnd:
         """End a turn: move its WORKING task to `to`, unless a follow-up joined after
         `taken_through` (the last message the turn took: a turn never ends over a message it
@@ -135,6 +143,8 @@ class Turns(TurnStarts):
         message. Artifacts, the reply, the events and the pushes are written in the same
         transaction. `job`: the engine's job running the turn, which delivers the pushes
         (they get no job of their own) and is finished in this write if there are none.
+        `spent`: what the turn's model calls cost, added to its caller's spend of the day (the
+        daily budget's count) in the same write.
 
         Retried after its commit's answer was lost (`patiently`), it finds the task in `to`
         already: that counts as won, and its pushes are read back (`TurnEnd.pushes` is None).
@@ -155,6 +165,7 @@ class Turns(TurnStarts):
                 taken_through=taken_through,
                 answer_with_message=answer_with_message,
                 for_job=job is not None,
+                spent=spent,
             )
             if won:
                 finished = not queued and self._end_job(job)
@@ -188,6 +199,7 @@ class Turns(TurnStarts):
         taken_through: str | None = None,
         answer_with_message: bool = False,
         for_job: bool = False,
+        spent: float | None = None,
     ) -> bool:
         """The guarded write (store thread); the pushes it queues are added to `queued`."""
         if to in TERMINAL_STATES:
@@ -240,6 +252,8 @@ class Turns(TurnStarts):
             if row is None:
                 return False
             last, context_id, *owner, metadata_now, pushed = row
+            if spent:
+                self._sql(_SPEND, (*owner, stamp // DAY_US, spent))
             # The agent's messages carry their task and context, as A2A asks of a server's:
             # the runner addresses them; here those of callers that could not.
             if status_message and _unaddressed(status_message, task_id, context_id):
@@ -333,9 +347,11 @@ class Turns(TurnStarts):
         reply: Message | None,
         artifacts: Sequence[Artifact],
         metadata: Mapping[str, Any] | None,
+        spent: float | None = None,
     ) -> bool:
         """Keep a turn's output and let the follow-up `message_id`, which joined it unseen,
-        begin the next turn, the task still WORKING; `False` if it no longer is (canceled)."""
+        begin the next turn, the task still WORKING; `False` if it no longer is (canceled).
+        `spent`: as `end_turn`'s."""
 
         def write() -> bool:
             with self._db.write():
@@ -348,6 +364,7 @@ class Turns(TurnStarts):
                     reply=reply,
                     artifacts=tuple(artifacts),
                     metadata=metadata,
+                    spent=spent,
                 )
                 if won:
                     self._sql(

@@ -8,6 +8,7 @@ from looping_core.store._approvals import ApprovalStore
 from looping_core.store._db import Database, bounded_connects, open_database, store_url_problem
 from looping_core.store._errors import (
     ApprovalRefused,
+    BudgetSpent,
     ContextMismatch,
     GenerationMismatch,
     InvalidPageToken,
@@ -54,6 +55,7 @@ __all__ = [
     "ApprovalRefused",
     "ApprovalStore",
     "BegunTurn",
+    "BudgetSpent",
     "ContextMismatch",
     "Database",
     "GenerationMismatch",

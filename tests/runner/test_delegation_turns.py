@@ -1,6 +1,6 @@
 """`RoundAgent` end to end: the model plans through `delegate`, a refused plan is told why and
 corrected, subagents run isolated (their own session, only their recipe's tools, no `delegate`),
-and the task carries the plan, the per-subtask states and the summed usage."""
+and the task carries the plan, the per-subtask states and the summed usage and cost."""
 
 from __future__ import annotations
 
@@ -61,6 +61,7 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
         Reply.text("Both summarized."),
     ]
     config = keeper(model_server.base_url, agent="support.agents:PlanningAgent")
+    config += "[prices.m]\ninput = 1000000.0\noutput = 0.0\n"  # a cost of 1 per input token
     async with serving(gateway, store_url=f"sqlite:///{store}", extra=config) as agent:
         _, first = await gateway.send_turn(agent.endpoint, tenant="keeper", text="summarize")
         [push] = await gateway.wait_for_pushes(1)
@@ -82,6 +83,8 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
     assert all(w["seconds"] >= 0 for w in waves)
     usage = task["metadata"]["looping.usage"]
     assert usage["input_tokens"] == 20 + 20 + 10 + 10 + 10  # parent's three calls, two subagents
+    assert [s["cost"] for s in subtasks] == [10.0, 10.0]  # each subagent's, and summed:
+    assert task["metadata"]["looping.cost"] == 20 + 20 + 10 + 10 + 10
 
     refused = model_server.requests[1]["messages"][-1]
     assert refused["role"] == "tool"
@@ -107,9 +110,11 @@ async def test_a_refused_plan_is_corrected_and_the_subtasks_run_isolated(
         "b": {"state": "done", "result": "Eggs summary."},
     }
     with sqlite3.connect(store) as connection:
-        rows = connection.execute("SELECT subtask_id, state FROM subtasks ORDER BY seq").fetchall()
+        rows = connection.execute(
+            "SELECT subtask_id, state, cost FROM subtasks ORDER BY seq"
+        ).fetchall()
         sessions = connection.execute("SELECT context_id FROM sessions").fetchall()
-    assert rows == [("p2/a", "done"), ("p2/b", "done")]
+    assert rows == [("p2/a", "done", 10.0), ("p2/b", "done", 10.0)]
     assert len(sessions) == 3  # the caller's, and one for each subagent
     assert first["result"]["task"]["contextId"] in [c for (c,) in sessions]
 

@@ -16,7 +16,7 @@ from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
-from support.bindings import BINDINGS, Answer, Binding, message
+from support.bindings import BINDINGS, Binding, message, throttled
 from support.serving import RunningAgent, serving
 from support.sse import open_stream, streaming_send
 
@@ -75,37 +75,6 @@ def rows(agent: RunningAgent, table: str) -> int:
     with sqlite3.connect(path) as connection:
         count: int = connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
     return count
-
-
-def throttled(binding: Binding, answer: Answer, reason: str) -> dict[str, str]:
-    """The refusal as every binding carries it; its ErrorInfo's metadata."""
-    if binding.name == "grpc":  # RESOURCE_EXHAUSTED, when to retry in a RetryInfo
-        assert answer.status == 8, answer.body
-        assert answer.reason == reason, answer.body
-        info, retry = answer.body["details"]
-        assert retry["@type"] == "type.googleapis.com/google.rpc.RetryInfo"
-        seconds = retry["retryDelay"].removesuffix("s")
-        assert seconds == info["metadata"]["retryAfterSeconds"] == answer.headers["Retry-After"]
-        assert int(seconds) >= 1
-        assert info["domain"] == "looping-core"
-        grpc_metadata: dict[str, str] = info["metadata"]
-        return grpc_metadata
-    assert answer.status == 429, answer.body
-    assert answer.reason == reason, answer.body
-    retry_after = answer.headers["Retry-After"]
-    assert retry_after.isdigit()
-    assert int(retry_after) >= 1
-    if binding.name == "jsonrpc":
-        error = answer.body["error"]
-        assert error["code"] == -32000
-        [info] = error["data"]
-    else:
-        assert answer.body["error"]["status"] == "RESOURCE_EXHAUSTED"
-        [info] = answer.body["error"]["details"]
-    assert info["domain"] == "looping-core"
-    metadata: dict[str, str] = info["metadata"]
-    assert metadata["retryAfterSeconds"] == retry_after
-    return metadata
 
 
 async def test_a_caller_past_its_rate_is_refused_and_writes_nothing(

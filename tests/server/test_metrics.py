@@ -69,6 +69,7 @@ async def test_one_scrape_counts_what_both_workers_did(
 ) -> None:
     port, metrics_port = unused_ports(2)
     more = f"[observability]\nmetrics_port = {metrics_port}\n" + keeper(model_server.base_url)
+    more += "[prices.m]\ninput = 1250.0\noutput = 5000.0\n"
     config = write_config(tmp_path / "looping.toml", port, gateway, workers=2, more=more)
     gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
     endpoint = f"http://127.0.0.1:{port}/a2a"
@@ -162,4 +163,7 @@ def check_counts(samples: Samples) -> None:
     model = {"provider": "openai", "model": "m"}
     assert value(samples, "looping_model_calls_total", outcome="ok", **model) == 2
     assert value(samples, "looping_model_tokens_total", kind="input", **model) > 0
+    # 30 tokens in at 1250 and 13 out at 5000 per million, by the tenant that spent it.
+    cost = value(samples, "looping_model_cost_total", tenant="keeper", **model)
+    assert cost == pytest.approx((30 * 1250 + 13 * 5000) / 1_000_000, rel=1e-9)
     assert value(samples, "looping_tool_calls_total", tool="add_note", outcome="ok") == 1

@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == list(range(2, 15))
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14)
+    assert [migration.version for migration in applied] == list(range(2, 16))
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
