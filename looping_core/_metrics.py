@@ -271,6 +271,23 @@ MODEL_FALLBACKS = Counter(
     "Calls passed on to the next model after this provider and model failed.",
     ("provider", "model"),
 )
+# OpenTelemetry's GenAI client metrics, as a Prometheus exporter names them (dots become
+# underscores, the unit a suffix), with the conventions' buckets.
+_GENAI = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model")
+GENAI_TOKEN_USAGE = Histogram(
+    "gen_ai_client_token_usage",
+    "gen_ai.client.token.usage: tokens a model call used, by operation, provider, model and"
+    " token type (input, output).",
+    (*_GENAI, "gen_ai_token_type"),
+    buckets=tuple(4.0**n for n in range(14)),
+)
+GENAI_OPERATION_SECONDS = Histogram(
+    "gen_ai_client_operation_duration_seconds",
+    "gen_ai.client.operation.duration: how long a model call took, by operation, provider,"
+    " model and error type (empty when it answered).",
+    (*_GENAI, "error_type"),
+    buckets=tuple(0.01 * 2.0**n for n in range(14)),
+)
 TOOL_CALLS = Counter(
     "looping_tool_calls",
     "Tool calls, by tool and outcome (ok, error: the tool raised or its arguments were bad).",

@@ -7,12 +7,18 @@ shared do-nothing span: no span objects, no context switches, no header parsing.
 processes through the W3C `traceparent` header: taken from the gateway's request, and put on
 pushes.
 
-Attribute values are ids, names and counts, never a token, a key or message content.
+Attribute values are ids, names and counts, never a token or a key, and message content only
+when the deployment allows it (`capture_content`, off by default: it is the caller's data).
+
+Agents' spans follow OpenTelemetry's GenAI semantic conventions (`gen_ai_span`: `invoke_agent
+{agent}`, `chat {model}`, `execute_tool {tool}`); their names and keys are pinned in
+contracts/telemetry.json.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import AbstractContextManager
@@ -22,6 +28,11 @@ from typing import Any
 __all__ = [
     "Span",
     "available",
+    "capture_content",
+    "capturing_content",
+    "conversation",
+    "current",
+    "gen_ai_span",
     "inject",
     "recording",
     "span",
@@ -29,7 +40,7 @@ __all__ = [
     "use_tracer_provider",
 ]
 
-Attribute = str | int | float | bool | None
+Attribute = str | int | float | bool | tuple[str, ...] | None
 
 
 class Span:
@@ -144,6 +155,12 @@ def span(
 ) -> AbstractContextManager[Span]:
     """A span around the block, a child of the current one, or of the context in `carrier`
     (headers holding a `traceparent`) when given. An exception leaving the block marks it."""
+    return _start(name, kind, carrier, attributes)
+
+
+def _start(
+    name: str, kind: str, carrier: Mapping[str, str] | None, attributes: Mapping[str, Attribute]
+) -> AbstractContextManager[Span]:
     otel = _otel()
     tracer = _tracer(otel) if otel is not None else None
     if tracer is None:
@@ -162,6 +179,46 @@ def _recording(started: AbstractContextManager[Any]) -> Iterator[Span]:
         yield Span(real)
 
 
+_CONVERSATION: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "looping_gen_ai_conversation", default=None
+)
+_CAPTURE = [False]
+
+
+def conversation(conversation_id: str | None) -> None:
+    """Say, for the rest of this context (a turn), which conversation its GenAI spans are of
+    (`gen_ai.conversation.id`: the A2A context id)."""
+    _CONVERSATION.set(conversation_id)
+
+
+def capture_content(enabled: bool) -> None:
+    """Whether GenAI spans carry message content (`[observability] capture_message_content`)."""
+    _CAPTURE[0] = enabled
+
+
+def capturing_content() -> bool:
+    return _CAPTURE[0] and recording()
+
+
+def gen_ai_span(
+    operation: str, target: str, *, kind: str = "internal", **attributes: Attribute
+) -> AbstractContextManager[Span]:
+    """A GenAI span (`{operation} {target}`: `chat gpt-4o`), with `gen_ai.operation.name` and
+    this context's `gen_ai.conversation.id`."""
+    name = f"{operation} {target}" if target else operation
+    own = {"gen_ai__operation__name": operation, "gen_ai__conversation__id": _CONVERSATION.get()}
+    return _start(name, kind, None, {**own, **attributes})
+
+
+def current() -> Span:
+    """The span of the block this runs in (a stand-in when nothing records)."""
+    otel = _otel()
+    if otel is None or _tracer(otel) is None:
+        return _NO_SPAN
+    real = otel.trace.get_current_span()
+    return Span(real) if real.is_recording() else _NO_SPAN
+
+
 def traceparent() -> str | None:
     """The current span's W3C `traceparent`, to continue the trace elsewhere (or `None`)."""
     carrier: dict[str, str] = {}
@@ -175,7 +232,9 @@ def inject(headers: MutableMapping[str, str]) -> None:
         _otel().propagate.inject(headers)
 
 
-def _attributes(attributes: Mapping[str, Attribute]) -> dict[str, str | int | float | bool]:
+def _attributes(
+    attributes: Mapping[str, Attribute],
+) -> dict[str, str | int | float | bool | tuple[str, ...]]:
     return {
         name.replace("__", "."): value for name, value in attributes.items() if value is not None
     }

@@ -12,6 +12,7 @@ the model's answer or a mistake in the request, and no other model would do bett
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -19,6 +20,13 @@ import attrs
 
 from looping_core import _logs, _metrics, _tracing
 from looping_core.agent._prices import Prices
+from looping_core.agent._telemetry import (
+    FINISH_REASONS,
+    input_messages,
+    output_messages,
+    record_call,
+    system_instructions,
+)
 from looping_core.content import (
     Accumulator,
     AccumulatorError,
@@ -174,16 +182,26 @@ async def respond(
     """The whole response of one model: its stream folded into an assistant message (with its
     cost, when `prices` has the model). `on_text` is given its text as it arrives."""
     provider, _, name = model.label.partition(":")
-    with _tracing.span(
-        "model call", kind="client", gen_ai__system=provider, gen_ai__request__model=name
+    started = time.monotonic()
+    with _tracing.gen_ai_span(
+        "chat", name, kind="client", gen_ai__provider__name=provider, gen_ai__request__model=name
     ) as span:
+        if _tracing.capturing_content():
+            span.set(
+                gen_ai__input__messages=input_messages(request.messages),
+                gen_ai__system_instructions=system_instructions(request.system),
+            )
         try:
             response = await _respond(model, request, on_text)
-        except ModelError:
+        except ModelError as exc:
+            error = type(exc).__name__
+            span.set(error__type=error)
             _metrics.MODEL_CALLS.inc(provider=provider, model=name, outcome="error")
+            record_call(provider, name, None, time.monotonic() - started, error)
             raise
         usage = response.message.usage
         _metrics.MODEL_CALLS.inc(provider=provider, model=name, outcome="ok")
+        record_call(provider, name, usage, time.monotonic() - started)
         if usage is not None:
             _metrics.MODEL_TOKENS.inc(
                 usage.input_tokens, provider=provider, model=name, kind="input"
@@ -192,10 +210,21 @@ async def respond(
                 usage.output_tokens, provider=provider, model=name, kind="output"
             )
             span.set(
-                gen_ai__usage__input_tokens=usage.input_tokens,
+                gen_ai__usage__input_tokens=usage.total_input_tokens,
                 gen_ai__usage__output_tokens=usage.output_tokens,
+                gen_ai__usage__cache_read__input_tokens=usage.cache_read_tokens or None,
+                gen_ai__usage__cache_creation__input_tokens=usage.cache_creation_tokens or None,
             )
-        span.set(gen_ai__response__finish_reasons=response.stop_reason)
+        span.set(
+            gen_ai__response__model=response.model or None,
+            gen_ai__response__finish_reasons=(
+                FINISH_REASONS.get(response.stop_reason, response.stop_reason),
+            ),
+        )
+        if _tracing.capturing_content():
+            span.set(
+                gen_ai__output__messages=output_messages(response.message, response.stop_reason)
+            )
         cost = prices.cost(model.label, usage) if prices else None
         if cost is None:
             return response

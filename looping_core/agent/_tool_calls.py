@@ -15,6 +15,7 @@ from typing import Any
 import rfc8785
 
 from looping_core import _metrics, _tracing
+from looping_core.agent._telemetry import text_of
 from looping_core.content import (
     AudioBlock,
     DataBlock,
@@ -87,13 +88,24 @@ async def call_tool(
 ) -> ToolResultBlock:
     # A name the model made up is not a label value: labels stay the tools that exist.
     name = call.name if call.name in tools else "unknown"
-    with _tracing.span(
-        "tool call", looping__tool__name=name, looping__tool__call_id=call.id
+    with _tracing.gen_ai_span(
+        "execute_tool",
+        name,
+        gen_ai__tool__name=name,
+        gen_ai__tool__call__id=call.id,
+        gen_ai__tool__type="function",
     ) as span:
+        capture = _tracing.capturing_content()
+        if capture:
+            span.set(gen_ai__tool__call__arguments=json.dumps(dict(call.input)))
         result = await _run_tool(call, tools, timeout, slots, context)
         outcome = "error" if result.is_error else "ok"
         if result.is_error:
+            span.set(error__type="tool_error")
             span.fail("the tool call failed")
+        elif capture:
+            text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
+            span.set(gen_ai__tool__call__result=text_of(text))
     _metrics.TOOL_CALLS.inc(tool=name, outcome=outcome)
     return result
 

@@ -379,6 +379,9 @@ class ObservabilityConfig:
     its own tracer provider)."""
     service_name: str = "looping-core"
     """The traces' `service.name`."""
+    capture_message_content: bool = False
+    """Put message content in the agents' GenAI spans (the conversation a model is sent, its
+    answer, tool calls' arguments and results); off by default: it is the callers' data."""
 
 
 @attrs.frozen

@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from looping_core import _tracing
 from looping_core.agent import (
     Budget,
     ChatModel,
@@ -219,7 +220,13 @@ async def _run_one(
         )
         await log.update(record)
         try:
-            result, usage, cost, reason = await _subagent(record, recipe, setup, inputs)
+            with _tracing.gen_ai_span(
+                "invoke_agent",
+                record.type_key,
+                gen_ai__agent__name=record.type_key,
+                gen_ai__agent__id=record.subtask_id,
+            ):
+                result, usage, cost, reason = await _subagent(record, recipe, setup, inputs)
         except asyncio.CancelledError:
             # The task was canceled: its subagents stop, and the record says so.
             canceled = attrs.evolve(record, state="canceled", ended_us=_now_us())

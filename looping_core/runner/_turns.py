@@ -163,7 +163,7 @@ class TurnDriver:
                 _metrics.TURNS_RUNNING.inc()
                 try:
                     # A child of the request that accepted the turn (its context was copied).
-                    with _tracing.span("turn", a2a__task_id=task_id):
+                    with _tracing.gen_ai_span("invoke_agent", "", a2a__task_id=task_id):
                         ran = await self._begin_and_run(task_id, begun, job)
                 finally:
                     _metrics.TURNS_RUNNING.dec()
@@ -269,6 +269,12 @@ class TurnDriver:
             return TurnRan(began=False)  # canceled before it started, taken, or interrupted
         task, caller, turn_message = begun.task, begun.caller, begun.turn_message
         bind(tenant=caller.tenant, subject=caller.subject)
+        # The turn's span, named once its agent is known (the tenant's); its GenAI spans are
+        # of the task's conversation.
+        _tracing.conversation(task.context_id)
+        turn_span = _tracing.current()
+        turn_span.rename(f"invoke_agent {caller.tenant}")
+        turn_span.set(gen_ai__agent__name=caller.tenant, gen_ai__conversation__id=task.context_id)
         while True:
             end, following = await self._one_turn(task, caller, turn_message, job)
             if following is None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 import attrs
 
+from looping_core import _tracing
 from looping_core.a2a import PushSigner, SigningKey, SigningKeyError, load_signing_key
 from looping_core.a2a.internal import media_type_accepted
 from looping_core.agent import (
@@ -179,6 +180,7 @@ def check_startup(
         problem = str(exc)
     if problem is not None:
         failures.append((StoreError(problem), [f"{problem} @ $.store.url"]))
+    _tracing.capture_content(config.observability.capture_message_content)
     telemetry = telemetry_problems(config.observability)
     if telemetry:
         failures.append((StartupProblems(telemetry), telemetry))

@@ -57,7 +57,9 @@ def test_the_specs_are_found() -> None:
 
 
 OPERATING = Path(__file__).parents[2] / "docs" / "operating.md"
-METRIC_ROW = re.compile(r"^\| `(looping_\w+)` \| (\w+) \|\s*([\w, ]*?)\s*\|", re.MULTILINE)
+METRIC_ROW = re.compile(
+    r"^\| `((?:looping|gen_ai)_\w+)` \| (\w+) \|\s*([\w, ]*?)\s*\|", re.MULTILINE
+)
 
 
 def test_the_docs_list_every_metric_with_its_type_and_labels() -> None:

@@ -23,7 +23,7 @@ CLI_PAGE = ROOT / "docs" / "cli.md"
 ERRORS_PAGE = ROOT / "docs" / "errors.md"
 
 # How the reference writes a table whose names are the user's own.
-PLACEHOLDERS = {"tenants": "<id>", "plugins": "<key>", "prices": "\"<model>\""}
+PLACEHOLDERS = {"tenants": "<id>", "plugins": "<key>", "prices": '"<model>"'}
 
 
 def _resolved(node: dict[str, Any]) -> dict[str, Any]:

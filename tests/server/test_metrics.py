@@ -167,3 +167,12 @@ def check_counts(samples: Samples) -> None:
     cost = value(samples, "looping_model_cost_total", tenant="keeper", **model)
     assert cost == pytest.approx((30 * 1250 + 13 * 5000) / 1_000_000, rel=1e-9)
     assert value(samples, "looping_tool_calls_total", tool="add_note", outcome="ok") == 1
+    # OpenTelemetry's GenAI client metrics, as a Prometheus exporter names them.
+    genai = {"gen_ai_operation_name": "chat", "gen_ai_provider_name": "openai"}
+    genai["gen_ai_request_model"] = "m"
+    used = "gen_ai_client_token_usage"
+    assert value(samples, f"{used}_count", gen_ai_token_type="input", **genai) == 2
+    assert value(samples, f"{used}_sum", gen_ai_token_type="input", **genai) == 30
+    assert value(samples, f"{used}_sum", gen_ai_token_type="output", **genai) == 13
+    took = "gen_ai_client_operation_duration_seconds_count"
+    assert value(samples, took, error_type="", **genai) == 2

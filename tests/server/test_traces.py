@@ -114,11 +114,11 @@ async def test_one_send_message_is_one_trace_from_the_gateway_to_the_push(
     assert any(parent_of(span) is request for span in stores)
     assert any(under(span, request) and span is not request for span in stores)
 
-    [turn] = [span for span in trace if span.name == "turn"]
+    [turn] = [span for span in trace if span.name == "invoke_agent keeper"]
     assert parent_of(turn) is request  # accepted by that request, it outlives it
     assert turn.attributes is not None
     assert turn.attributes["a2a.task_id"] == task_id
-    models = [span for span in trace if span.name == "model call"]
+    models = [span for span in trace if span.name.startswith("chat ")]
     assert [(m.attributes or {}).get("gen_ai.request.model") for m in models] == [
         "m",
         "backup",
@@ -131,8 +131,8 @@ async def test_one_send_message_is_one_trace_from_the_gateway_to_the_push(
     ]
     assert all(under(span, turn) for span in models)
     assert (models[1].attributes or {})["gen_ai.usage.input_tokens"] > 0
-    [tool] = [span for span in trace if span.name == "tool call"]
-    assert (tool.attributes or {})["looping.tool.name"] == "add_note"
+    [tool] = [span for span in trace if span.name == "execute_tool add_note"]
+    assert (tool.attributes or {})["gen_ai.tool.name"] == "add_note"
     assert under(tool, turn)
 
     [delivery] = [span for span in trace if span.name == "push"]
@@ -249,7 +249,7 @@ async def test_a_served_process_sends_its_spans_to_the_otlp_endpoint(
             assert attributes["service.name"] == "traced-agents"
             for scope in resource_spans.scope_spans:
                 names |= {s.name for s in scope.spans if s.trace_id.hex() == TRACE_ID}
-    assert {"a2a SendMessage", "verify gateway token", "store", "turn", "push"} <= names
+    assert {"a2a SendMessage", "verify gateway token", "store", "invoke_agent bob", "push"} <= names
 
 
 async def test_a_task_id_that_is_no_id_never_reaches_a_span_or_a_log_line(
