@@ -47,6 +47,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "looping_core.plugin_template",
         "looping_core.project_template",
     ),
+    ("looping_core.evals",),
     ("looping_core.cli",),
     ("looping_core.testing",),
 )

@@ -79,7 +79,7 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
 
     _run(install, project)  # a fresh venv, as the README says
     tested = _run(test, project)
-    assert "3 passed" in tested
+    assert "4 passed" in tested  # the tool, two turns, and the eval dataset's case
 
     # Serve it as its README says, on free ports instead of the usual ones.
     port, gateway_port, model_port = unused_port(), unused_port(), unused_port()
@@ -107,6 +107,7 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
             '.venv/bin/looping send --tenant word-counter "How many words are here?"',
             project, env, timeout=120,
         )  # fmt: skip
+        evaluated = _run(".venv/bin/looping eval evals/word-counter.toml", project, env)
     finally:
         for process in (serving, model):
             process.terminate()
@@ -114,6 +115,7 @@ def test_a_new_project_installs_tests_checks_serves_and_answers(
     head, *rest = sent.splitlines()
     assert head.startswith("TASK_STATE_COMPLETED  task ")
     assert '[answer] {"count_words": 5}' in rest  # the local endpoint called the tool on it
+    assert "1 of 1 runs passed (100%)" in evaluated  # its eval dataset, against the served agent
 
 
 @pytest.mark.parametrize(

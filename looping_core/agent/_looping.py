@@ -23,8 +23,8 @@ type (see `_output.py` for how the model is asked, and what a wrong answer gets)
 Each turn: the new message joins the caller's durable session, the loop runs with every step
 written there, and the final answer's text, images and audio are the reply and an artifact; the
 turn's usage, the models that served it and its rounds become the task's metadata
-(`looping.usage`, `looping.models`, `looping.rounds`, `looping.cost` when `[prices]` priced a
-call, and `looping.budgetSpent` when a budget was spent). A
+(`looping.usage`, `looping.models`, `looping.rounds`, `looping.toolCalls`, `looping.cost` when
+`[prices]` priced a call, and `looping.budgetSpent` when a budget was spent). A
 turn resumed after a crash (`[runner] on_restart = "resume"`) continues from its last durable
 step: tool calls whose results are stored are not run again, ones without results are, and an
 answer already stored is returned without asking the model again.
@@ -61,6 +61,7 @@ from looping_core.agent._output import (
 )
 from looping_core.agent._prices import Prices
 from looping_core.agent._providers import ModelSetupError, chat_models
+from looping_core.agent._report import turn_report
 from looping_core.agent._resume import resume_conversation
 from looping_core.agent._seam import (
     Agent,
@@ -308,17 +309,7 @@ class LoopingAgent(Agent):
         except ModelError as exc:
             _log.warning("tenant %s, task %s: %s", self.context.tenant, turn.task_id, exc)
             return TurnResult(TurnOutcome.FAILED, reason=_failure(exc))
-        report: dict[str, Any] = {
-            "looping.usage": attrs.asdict(outcome.usage),
-            "looping.models": list(outcome.served_by),
-            "looping.rounds": outcome.rounds,
-        }
-        if outcome.cost is not None:
-            report["looping.cost"] = outcome.cost
-        if outcome.exhausted is not None:
-            report["looping.budgetSpent"] = outcome.exhausted
-        if outcome.compactions:
-            report["looping.compactions"] = outcome.compactions
+        report = turn_report(outcome)
         if outcome.awaiting and turn.approvals is not None:
             asked = [ToolApproval(c.id, c.name, dict(c.input)) for c in outcome.awaiting]
             await turn.approvals.ask(asked)

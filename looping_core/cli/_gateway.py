@@ -35,14 +35,14 @@ from looping_core.modelserver import DEFAULT_PORT
 
 __all__ = ["gateway", "send", "tasks", "token"]
 
-_state_option = click.option(
+state_option = click.option(
     "--state",
     type=click.Path(file_okay=False, path_type=Path),
     default=None,
     help="The local gateway's state folder, which keeps its key (default: "
     "$LOOPING_GATEWAY_STATE, else ~/.local/state/looping/gateway).",
 )
-_binding_option = click.option(
+binding_option = click.option(
     "--binding",
     type=click.Choice(["jsonrpc", "rest", "grpc"]),
     default="jsonrpc",
@@ -55,7 +55,7 @@ _SUCCEEDED = {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_A
 
 @main.command()
 @config_option
-@_state_option
+@state_option
 @click.option(
     "--console",
     is_flag=True,
@@ -88,7 +88,7 @@ def gateway(config_path: Path | None, state: Path | None, console: bool) -> None
 @main.command()
 @click.argument("text", required=False)
 @config_option
-@_state_option
+@state_option
 @click.option("--tenant", required=True, help="The agent to ask (a [tenants.<id>] of the config).")
 @click.option("--file", "source", type=click.File("r"), help="Send this file's text ('-': stdin).")
 @click.option("--task", "task_id", default=None, help="Continue this task (it asked for input).")
@@ -111,7 +111,7 @@ def gateway(config_path: Path | None, state: Path | None, console: bool) -> None
     help="Deny this tool call the task waits for ('all': every one); with --task.",
 )
 @click.option("--reason", default="", help="Why the calls are denied (the model is told).")
-@_binding_option
+@binding_option
 @clean_errors
 def send(
     text: str | None,
@@ -234,11 +234,11 @@ def _answer(task: dict[str, Any]) -> str:
 
 @main.command()
 @config_option
-@_state_option
+@state_option
 @click.option("--tenant", required=True, help="The agent the token is for.")
 @click.option("--subject", default="caller", help="Who the caller is (the token's sub).")
 @click.option("--lifetime", default=300, show_default=True, help="Seconds the token lasts.")
-@_binding_option
+@binding_option
 @clean_errors
 def token(
     *,
@@ -296,10 +296,10 @@ def _tasks_call(
 
 @tasks.command("list")
 @config_option
-@_state_option
+@state_option
 @click.option("--tenant", required=True)
 @click.option("--context", "context_id", default=None, help="Only this conversation's tasks.")
-@_binding_option
+@binding_option
 @clean_errors
 def tasks_list(
     config_path: Path | None,
@@ -316,9 +316,9 @@ def tasks_list(
 @tasks.command("get")
 @click.argument("task_id")
 @config_option
-@_state_option
+@state_option
 @click.option("--tenant", required=True)
-@_binding_option
+@binding_option
 @clean_errors
 def tasks_get(
     task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str
@@ -330,9 +330,9 @@ def tasks_get(
 @tasks.command("cancel")
 @click.argument("task_id")
 @config_option
-@_state_option
+@state_option
 @click.option("--tenant", required=True)
-@_binding_option
+@binding_option
 @clean_errors
 def tasks_cancel(
     task_id: str, config_path: Path | None, state: Path | None, tenant: str, binding: str

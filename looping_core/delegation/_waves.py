@@ -225,6 +225,7 @@ async def _run_one(
                 record.type_key,
                 gen_ai__agent__name=record.type_key,
                 gen_ai__agent__id=record.subtask_id,
+                a2a__task_id=record.task_id,
             ):
                 result, usage, cost, reason = await _subagent(record, recipe, setup, inputs)
         except asyncio.CancelledError:

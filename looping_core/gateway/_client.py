@@ -29,7 +29,15 @@ from looping_core.gateway._grpc_client import call_over_grpc
 from looping_core.gateway._state import gateway_key
 from looping_core.gateway._tokens import mint_token
 
-__all__ = ["AgentRefused", "GatewayError", "Target", "call_agent", "run_gateway", "send_text"]
+__all__ = [
+    "AgentRefused",
+    "GatewayError",
+    "Target",
+    "TurnSender",
+    "call_agent",
+    "run_gateway",
+    "send_text",
+]
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -257,6 +265,75 @@ def _refused(error: Mapping[str, Any], details: str = "data") -> AgentRefused:
     return AgentRefused(int(error.get("code", 0)), str(error.get("message", "")), check)
 
 
+class TurnSender:
+    """Sends turns as the gateway would (`async with`): the local gateway that receives their
+    pushes is started once for all of them, so many turns may be waited for at once. When a
+    `looping gateway` holds its port already, that one takes the pushes (same key, same push
+    credentials) and each answer is read back with `GetTask`."""
+
+    def __init__(self, config: Config, state: Path, *, binding: str = "jsonrpc") -> None:
+        self._config = config
+        self._state = state
+        self._binding = binding
+        self._target = Target.of(config)
+        self._gateway = LocalGateway(
+            gateway_key(state),
+            host=self._target.host,
+            port=self._target.port,
+            agent_jwks_url=self._target.agent_jwks_url,
+        )
+        self._receiving = False
+
+    async def __aenter__(self) -> TurnSender:
+        try:
+            await self._gateway.start()
+            self._receiving = True
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise _busy(self._target, exc) from None
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._receiving:
+            await self._gateway.stop()
+
+    async def send(
+        self,
+        tenant: str,
+        text: str,
+        *,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        subject: str = "caller",
+        timeout: float = 120.0,
+        parts: Sequence[Mapping[str, Any]] = (),
+    ) -> dict[str, Any]:
+        """Send `text` (and `parts`: data, files, decisions) and wait for the task to end or ask
+        for input; the task as the agent left it, with its history."""
+        config, state, binding = self._config, self._state, self._binding
+        inbox = f"send-{uuid.uuid4().hex[:12]}"
+        message = user_message(text, task_id=task_id, context_id=context_id, parts=parts)
+        push = self._gateway.push_config(inbox)
+        params = {
+            "message": message,
+            "configuration": {"returnImmediately": True, "taskPushNotificationConfig": push},
+        }
+        result = await call_agent(
+            config, state, tenant, "SendMessage", params, subject=subject, binding=binding
+        )
+        task: dict[str, Any] = result["task"]
+        try:
+            async with asyncio.timeout(timeout):
+                if self._receiving:
+                    await _pushed(self._gateway, task["id"], inbox)
+                # A push carries no history: the task is read back.
+                return await _polled(
+                    config, state, tenant, task["id"], subject=subject, binding=binding
+                )
+        except TimeoutError:
+            raise GatewayError(f"no answer within {timeout:g} s") from None
+
+
 async def send_text(
     config: Config,
     state: Path,
@@ -272,44 +349,11 @@ async def send_text(
 ) -> dict[str, Any]:
     """Send `text` (and `parts`: data, files) as the gateway would (on `binding`) and wait for
     the task to end or ask for input."""
-    target = Target.of(config)
-    key = gateway_key(state)
-    gateway = LocalGateway(
-        key, host=target.host, port=target.port, agent_jwks_url=target.agent_jwks_url
-    )
-    try:
-        await gateway.start()
-        receiving = True
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise _busy(target, exc) from None
-        receiving = False  # a `looping gateway` serves the key set; we ask GetTask instead
-    try:
-        inbox = f"send-{uuid.uuid4().hex[:12]}"
-        message = user_message(text, task_id=task_id, context_id=context_id, parts=parts)
-        # Not receiving: the standing `looping gateway` takes the push, with the same key and
-        # so the same push credentials; the answer is read back with GetTask.
-        push = gateway.push_config(inbox)
-        params = {
-            "message": message,
-            "configuration": {"returnImmediately": True, "taskPushNotificationConfig": push},
-        }
-        result = await call_agent(
-            config, state, tenant, "SendMessage", params, subject=subject, binding=binding
-        )
-        task: dict[str, Any] = result["task"]
-        async with asyncio.timeout(timeout):
-            if receiving:
-                await _pushed(gateway, task["id"], inbox)
-            # The task as the agent left it, with its history (a push carries none).
-            return await _polled(
-                config, state, tenant, task["id"], subject=subject, binding=binding
-            )
-    except TimeoutError:
-        raise GatewayError(f"no answer within {timeout:g} s") from None
-    finally:
-        if receiving:
-            await gateway.stop()
+    async with TurnSender(config, state, binding=binding) as sender:
+        return await sender.send(
+            tenant, text, task_id=task_id, context_id=context_id, subject=subject,
+            timeout=timeout, parts=parts,
+        )  # fmt: skip
 
 
 async def _pushed(gateway: LocalGateway, task_id: str, inbox: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ agent harness with a `FunctionModel` and a `TestModel`), passes `looping check`,
 
 - `src/<package>/agent.py`: a `LoopingAgent` with its soul and one typed tool;
 - `tests/test_agent.py`: the tool alone, and turns through `AgentHarness`;
+- `evals/<name>.toml`: an eval dataset of one case (`looping eval`), and
+  `tests/test_evals.py`, which runs its cases as tests;
 - `looping.toml`: the tenant, its model (the local endpoint) and its card;
 - `pyproject.toml`, `README.md`, a CI workflow and a `.gitignore`.
 """
@@ -30,6 +32,8 @@ _FILES = {
     "looping.toml.tmpl": "looping.toml",
     "agent.py.tmpl": "src/$package/agent.py",
     "test_agent.py.tmpl": "tests/test_agent.py",
+    "evals.toml.tmpl": "evals/$name.toml",
+    "test_evals.py.tmpl": "tests/test_evals.py",
     "ci.yml.tmpl": ".github/workflows/ci.yml",
     "gitignore.tmpl": ".gitignore",
 }

@@ -25,12 +25,17 @@ hosted model;
 `cassette` records a model's or a tool's HTTP once and replays it offline; `MemorySession`
 drives a loop with no store, and `MemoryApprovals` an agent's tool approvals.
 
+For evals: `eval_cases(path)` gives a dataset's cases as pytest parameters, `AgentHarness.eval`
+runs one against the served agent, `assert_eval_passed` fails the test naming each check that
+did not pass (see `looping_core.evals`).
+
 The pytest plugin (loaded automatically through the `pytest11` entry point; no autouse
 fixtures) offers the `plugin_validator` and `fake_gateway` fixtures.
 """
 
 from looping_core.modelserver import FunctionModel, ModelReply, TestModel, ToolCall
 from looping_core.testing._cassettes import cassette
+from looping_core.testing._evals import EvalSendFailed, assert_eval_passed, eval_cases
 from looping_core.testing._gateway import FakeGateway, make_gateway_token
 from looping_core.testing._harness import AgentHarness, config_toml, tenant_toml
 from looping_core.testing._keys import ed25519_private_jwk, public_jwk_of
@@ -41,6 +46,7 @@ from looping_core.testing._validation import PluginValidator, assert_plugin_vali
 
 __all__ = [
     "AgentHarness",
+    "EvalSendFailed",
     "FakeGateway",
     "FakeModelServer",
     "FunctionModel",
@@ -52,10 +58,12 @@ __all__ = [
     "ScriptedModel",
     "TestModel",
     "ToolCall",
+    "assert_eval_passed",
     "assert_plugin_valid",
     "cassette",
     "config_toml",
     "ed25519_private_jwk",
+    "eval_cases",
     "make_gateway_token",
     "plugin_problems",
     "plugin_store",

@@ -27,8 +27,10 @@ from aiohttp.test_utils import unused_port
 from looping_core.agent import ChatModel
 from looping_core.config import Config, parse_config
 from looping_core.content import APPROVALS_KEY
+from looping_core.evals import Case, CaseResult, Dataset, Grader, run_case
 from looping_core.gateway.internal import SETTLED_STATES, Startable, pending_calls
 from looping_core.server.internal import Listener, create_app, listen
+from looping_core.testing._evals import EvalSendFailed
 from looping_core.testing._gateway import FakeGateway
 from looping_core.testing._keys import ed25519_private_jwk
 
@@ -256,6 +258,38 @@ class AgentHarness(Startable):
         """Deny `call_ids` (none given: every call the task waits for), with `reason`."""
         denied = list(call_ids) or [call["callId"] for call in self.pending(task)]
         return await self.approve(task, deny=dict.fromkeys(denied, reason))
+
+    async def eval(
+        self,
+        dataset: Dataset,
+        case: Case,
+        *,
+        run: int = 1,
+        judge: Sequence[ChatModel] = (),
+        timeout: float = 30.0,
+    ) -> CaseResult:
+        """Run one case of an eval dataset against the agent, its turns sent as the gateway
+        does (to the case's tenant); `judge`: the models that grade its rubrics."""
+        grader = Grader(dataset.judge, judge) if dataset.judge is not None and judge else None
+
+        async def send(
+            tenant: str,
+            text: str,
+            *,
+            subject: str,
+            task_id: str | None,
+            context_id: str | None,
+            parts: Sequence[Mapping[str, Any]],
+        ) -> Mapping[str, Any]:
+            status, body = await self.gateway.send_turn(
+                self.endpoint, tenant=tenant, text=text, subject=subject, task_id=task_id,
+                context_id=context_id, parts=parts,
+            )  # fmt: skip
+            if status != 200 or "result" not in body:
+                raise EvalSendFailed(f"the agent refused the turn (HTTP {status}): {body}")
+            return await self.result(body["result"]["task"], timeout=timeout)
+
+        return await run_case(dataset, case, send, run=run, grader=grader)
 
     async def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """Any other JSON-RPC method, with a gateway token: the response body."""

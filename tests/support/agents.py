@@ -65,6 +65,18 @@ class EchoAgent(Agent):
         )
 
 
+class MiscountingAgent(Agent):
+    """The example word counter, broken: it counts one word too many (an eval must notice)."""
+
+    async def run(self, turn: TurnInput) -> TurnResult:
+        text = " ".join(b.text for b in turn.message.content if isinstance(b, TextBlock))
+        count = len(text.split()) + 1
+        return TurnResult(
+            reply=(TextBlock(f"Counted {count} words."),),
+            artifacts=(ArtifactOut(name="word-count", blocks=(TextBlock(str(count)),)),),
+        )
+
+
 class HoldingAgent(Agent):
     """Holds each turn until the test sets `RELEASE[text]` (or, across processes, until the file
     named by the text exists; `<file>.started` marks the start, `<file>.cancelled` a stop), then
