@@ -9,10 +9,20 @@ the dataset writes. `looping eval` runs a dataset against a served agent; the py
   run a `CaseResult`; `run_case` runs one;
 - `Send`: how a turn is sent (the local gateway's `TurnSender`, or a test harness);
 - `Grader`, `judge_models`: the judge;
-- `table`, `failure_lines`, `report_json`, `junit_xml`, `summarize`: what a run says.
+- `table`, `failure_lines`, `report_json`, `junit_xml`, `summarize`: what a run says;
+- `state_of`, `text_of`, `answer_of`, `tool_calls_of`: what a turn's task says, the way the
+  checks read it (for a predicate of your own in a test).
 """
 
-from looping_core.evals._checks import CheckResult, TurnOutcome, check_turn
+from looping_core.evals._checks import (
+    CheckResult,
+    TurnOutcome,
+    answer_of,
+    check_turn,
+    state_of,
+    text_of,
+    tool_calls_of,
+)
 from looping_core.evals._dataset import (
     STATES,
     Case,
@@ -51,6 +61,7 @@ __all__ = [
     "TurnOutcome",
     "TurnResult",
     "TurnSpec",
+    "answer_of",
     "check_turn",
     "failure_lines",
     "judge_models",
@@ -59,6 +70,9 @@ __all__ = [
     "report_json",
     "run_case",
     "run_dataset",
+    "state_of",
     "summarize",
     "table",
+    "text_of",
+    "tool_calls_of",
 ]

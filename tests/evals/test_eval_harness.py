@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from looping_core.evals import load_dataset
+from looping_core.evals import load_dataset, text_of, tool_calls_of
 from looping_core.testing import (
     AgentHarness,
     FunctionModel,
@@ -79,6 +79,8 @@ async def test_a_case_runs_against_the_harness_and_the_judge_reads_the_datasets_
     async with notes_keeper() as agent:
         result = await agent.eval(dataset, dataset.cases[0], judge=[judge])
     assert_eval_passed(result)
+    assert text_of(result.turns[0].outcome.task) == "Noted."  # what a predicate would read
+    assert [call["name"] for call in tool_calls_of(result.turns[0].outcome.task)] == ["add_note"]
     assert [check.name for check in result.checks] == [
         "state", "text_contains", "tools", "tool_calls", "rubric",
     ]  # fmt: skip
