@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -134,21 +135,7 @@ async def _run(
         grader = Grader(dataset.judge, judge_models(dataset.judge, config, os.environ))
     try:
         async with _agent(config, serve), TurnSender(config, state, binding=binding) as sender:
-
-            async def send(
-                tenant: str,
-                text: str,
-                *,
-                subject: str,
-                task_id: str | None,
-                context_id: str | None,
-                parts: Sequence[Mapping[str, Any]],
-            ) -> Mapping[str, Any]:
-                return await sender.send(
-                    tenant, text, subject=subject, task_id=task_id, context_id=context_id,
-                    parts=parts, timeout=timeout,
-                )  # fmt: skip
-
+            send = functools.partial(sender.send, timeout=timeout)
             return await run_dataset(
                 dataset, send, concurrency=concurrency, repeat=repeat, grader=grader,
                 progress=progress,

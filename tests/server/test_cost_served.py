@@ -16,8 +16,8 @@ import pytest
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply
 
-from support.bindings import BINDINGS, Binding, message, throttled
-from support.serving import RunningAgent, keeper, serving
+from support.bindings import BINDINGS, send_params, throttled
+from support.serving import keeper, rows, serving
 
 # Per million tokens: a Reply.tool_calls is 20 in and 8 out, a Reply.text 10 in and 5 out.
 PRICES = """
@@ -37,13 +37,6 @@ async def model_server() -> AsyncIterator[FakeModelServer]:
 
 def cents(value: float | Decimal) -> Decimal:
     return Decimal(str(value)).quantize(Decimal("0.01"))
-
-
-def rows(agent: RunningAgent, table: str) -> int:
-    path = agent.config.store.url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as connection:
-        count: int = connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-    return count
 
 
 async def test_the_task_and_its_push_carry_what_the_turn_cost(
@@ -105,25 +98,6 @@ async def test_a_turn_stops_at_its_budget_in_money(
 
 
 DAILY = "[tenants.keeper.limits]\ncaller_daily_cost = 0.09\n"
-
-
-@pytest.fixture(params=sorted(BINDINGS))
-def binding_name(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
-def send_params(binding: Binding, text: str, message_id: str | None = None) -> dict[str, Any]:
-    sent = message(text)
-    if message_id is not None:
-        sent["messageId"] = message_id
-    return {
-        "message": sent,
-        "configuration": {
-            "returnImmediately": True,
-            "taskPushNotificationConfig": binding.gateway.push_config(),
-        },
-    }
 
 
 async def test_a_caller_over_its_daily_budget_is_refused_at_the_door(

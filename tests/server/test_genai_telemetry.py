@@ -7,7 +7,6 @@ unless `[observability] capture_message_content` allows them."""
 from __future__ import annotations
 
 import asyncio
-import gzip
 import json
 import re
 import signal
@@ -17,15 +16,14 @@ from typing import Any
 
 import attrs
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import unused_port
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from looping_core import _tracing
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
 from support import served
+from support.otlp import otlp_receiver
 from support.served import write_config
 from support.serving import keeper, serving
 
@@ -74,40 +72,23 @@ async def collected_over_otlp(
     tmp_path: Path, gateway: FakeGateway, model_server: FakeModelServer
 ) -> list[Exported]:
     """The spans `looping serve` exported over OTLP/HTTP for one turn, to a receiver here."""
-    received: list[ExportTraceServiceRequest] = []
-
-    async def collect(request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(body)
-        received.append(message)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    collector = web.Application()
-    collector.router.add_post("/v1/traces", collect)
-    runner = web.AppRunner(collector)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    collector_port = runner.addresses[0][1]
-    port = unused_port()
-    more = f'[observability]\ntraces_endpoint = "http://127.0.0.1:{collector_port}/v1/traces"\n'
-    more += keeper(model_server.base_url, agent="support.agents:PlanningAgent")
-    config = write_config(tmp_path / "looping.toml", port, gateway, more=more)
-    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
-    server = await served.serve(config, port, KEY)
-    try:
-        status, _ = await gateway.send_turn(
-            f"http://127.0.0.1:{port}/a2a", tenant="keeper", text="remember milk"
-        )
-        assert status == 200
-        [push] = await gateway.wait_for_pushes(1, timeout=30)
-        assert push.json["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-    finally:
-        server.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(server.wait, 30)  # it flushes its spans as it stops
-        await runner.cleanup()
+    async with otlp_receiver() as (endpoint, received):
+        port = unused_port()
+        more = f'[observability]\ntraces_endpoint = "{endpoint}"\n'
+        more += keeper(model_server.base_url, agent="support.agents:PlanningAgent")
+        config = write_config(tmp_path / "looping.toml", port, gateway, more=more)
+        gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+        server = await served.serve(config, port, KEY)
+        try:
+            status, _ = await gateway.send_turn(
+                f"http://127.0.0.1:{port}/a2a", tenant="keeper", text="remember milk"
+            )
+            assert status == 200
+            [push] = await gateway.wait_for_pushes(1, timeout=30)
+            assert push.json["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        finally:
+            server.send_signal(signal.SIGTERM)
+            await asyncio.to_thread(server.wait, 30)  # it flushes its spans as it stops
     return [
         Exported(
             span.name,

@@ -6,18 +6,14 @@ and one tenant's flood of waiting turns does not hold up another tenant's next t
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import uuid
-from typing import Any
-
-import pytest
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway
 
 from support import agents as test_agents
-from support.bindings import BINDINGS, Binding, message, throttled
-from support.serving import RunningAgent, serving
+from support.bindings import BINDINGS, send_params, throttled
+from support.serving import rows, serving
 from support.sse import open_stream, streaming_send
 
 RATES = """
@@ -49,32 +45,6 @@ name = "Carol"
 description = "Holds turns too."
 skills = [{ id = "hold", name = "Hold", description = "Holds.", tags = ["hold"] }]
 """
-
-
-@pytest.fixture(params=sorted(BINDINGS))
-def binding_name(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
-
-
-def send_params(binding: Binding, text: str, message_id: str | None = None) -> dict[str, Any]:
-    sent = message(text)
-    if message_id is not None:
-        sent["messageId"] = message_id
-    return {
-        "message": sent,
-        "configuration": {
-            "returnImmediately": True,
-            "taskPushNotificationConfig": binding.gateway.push_config(),
-        },
-    }
-
-
-def rows(agent: RunningAgent, table: str) -> int:
-    path = agent.config.store.url.removeprefix("sqlite:///")
-    with sqlite3.connect(path) as connection:
-        count: int = connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-    return count
 
 
 async def test_a_caller_past_its_rate_is_refused_and_writes_nothing(

@@ -8,16 +8,13 @@ only (`use_tracer_provider`), so no global provider is set for the rest of the s
 from __future__ import annotations
 
 import asyncio
-import gzip
 import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import unused_port
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -26,6 +23,7 @@ from looping_core import _tracing
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
 from support import served
+from support.otlp import otlp_receiver
 from support.served import write_config
 from support.serving import keeper, serving
 
@@ -201,46 +199,25 @@ async def test_a_served_process_sends_its_spans_to_the_otlp_endpoint(
 ) -> None:
     """`[observability] traces_endpoint`: `looping serve` exports over OTLP/HTTP and flushes what
     is batched when it stops; the receiver here is a plain HTTP server decoding the protobuf."""
-    received: list[ExportTraceServiceRequest] = []
-
-    async def collect(request: web.Request) -> web.Response:
-        body = await request.read()
-        if request.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        message = ExportTraceServiceRequest()
-        message.ParseFromString(body)
-        received.append(message)
-        return web.Response(body=b"", content_type="application/x-protobuf")
-
-    collector = web.Application()
-    collector.router.add_post("/v1/traces", collect)
-    runner = web.AppRunner(collector)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    collector_port = runner.addresses[0][1]
-    port = unused_port()
-    more = (
-        f'[observability]\ntraces_endpoint = "http://127.0.0.1:{collector_port}/v1/traces"\n'
-        'service_name = "traced-agents"\n'
-    )
-    config = write_config(tmp_path / "looping.toml", port, gateway, more=more)
-    gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
-    released = tmp_path / "released"
-    released.touch()
-    server = await served.serve(config, port, KEY)
-    try:
-        status, _ = await gateway.send_turn(
-            f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}",
-            headers={"traceparent": TRACEPARENT},
-        )  # fmt: skip
-        assert status == 200
-        [push] = await gateway.wait_for_pushes(1)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        # Waited for without blocking this loop: the collector answers the final export.
-        await asyncio.to_thread(server.wait, 30)
-        await runner.cleanup()
+    async with otlp_receiver() as (endpoint, received):
+        port = unused_port()
+        more = f'[observability]\ntraces_endpoint = "{endpoint}"\nservice_name = "traced-agents"\n'
+        config = write_config(tmp_path / "looping.toml", port, gateway, more=more)
+        gateway.agent_jwks_url = f"http://127.0.0.1:{port}/.well-known/jwks.json"
+        released = tmp_path / "released"
+        released.touch()
+        server = await served.serve(config, port, KEY)
+        try:
+            status, _ = await gateway.send_turn(
+                f"http://127.0.0.1:{port}/a2a", tenant="bob", text=f"file:{released}",
+                headers={"traceparent": TRACEPARENT},
+            )  # fmt: skip
+            assert status == 200
+            [push] = await gateway.wait_for_pushes(1)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            # Waited for without blocking this loop: the collector answers the final export.
+            await asyncio.to_thread(server.wait, 30)
     assert push.headers["traceparent"].split("-")[1] == TRACE_ID
     names = set()
     for message in received:

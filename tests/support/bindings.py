@@ -382,3 +382,16 @@ def throttled(binding: Binding, answer: Answer, reason: str) -> dict[str, str]:
     metadata: dict[str, str] = info["metadata"]
     assert metadata["retryAfterSeconds"] == retry_after
     return metadata
+
+
+def send_params(binding: Binding, text: str, message_id: str | None = None) -> dict[str, Any]:
+    sent = message(text)
+    if message_id is not None:
+        sent["messageId"] = message_id
+    return {
+        "message": sent,
+        "configuration": {
+            "returnImmediately": True,
+            "taskPushNotificationConfig": binding.gateway.push_config(),
+        },
+    }

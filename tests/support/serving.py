@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -205,3 +206,10 @@ skills = [{{ id = "notes", name = "Notes", description = "Keeps notes.", tags = 
     if model:
         text += f'[tenants.keeper.model]\nmodel = "m"\nbase_url = "{base_url}"\nmax_retries = 0\n'
     return text
+
+
+def rows(agent: RunningAgent, table: str) -> int:
+    path = agent.config.store.url.removeprefix("sqlite:///")
+    with sqlite3.connect(path) as connection:
+        count: int = connection.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+    return count
