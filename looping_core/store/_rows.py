@@ -142,10 +142,15 @@ class StoreBase:
         self._jobs = jobs
         self._sql = database.execute
 
-    def _queue_turn(self, task_id: str, priority: int = 0) -> None:
+    def _queue_turn(self, task_id: str, priority: int = 0, *, new_task: bool = False) -> None:
         """Hand the task's next turn to the job engine, in this transaction (store thread),
-        before the waiting turns of a lower `priority`."""
+        before the waiting turns of a lower `priority`. A `new_task`'s id is this
+        transaction's own (a version 7 UUID, never used before): no job can hold its queueing
+        lock, so its defer needs no savepoint to survive a refusal (two statements less)."""
         if self._jobs is None:
+            return
+        if new_task:
+            self._jobs.turn_queued(self._connection(), task_id, priority)
             return
         try:
             with self._db.write():  # a savepoint: a refused defer leaves the rest intact

@@ -240,7 +240,7 @@ class TurnStarts(StoreBase):
                         raise peewee.IntegrityError("the message's task is gone; try again")
                     return duplicate
                 if not begin:
-                    self._queue_turn(task_id, priority)
+                    self._queue_turn(task_id, priority, new_task=True)
             stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
             self._sql(
                 "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body, joined)"
