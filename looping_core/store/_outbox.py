@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -66,17 +66,27 @@ class Outbox(StoreBase):
             for listener in self._push_listeners:
                 listener()
 
-    def task_body(self, task_id: str, context_id: str, status: str, metadata: str | None) -> str:
+    def task_body(
+        self,
+        task_id: str,
+        context_id: str,
+        status: str,
+        metadata: str | None,
+        *,
+        artifacts: Sequence[str] | None = None,
+    ) -> str:
         """The push of a task as a write just left it (store thread): a `StreamResponse` whose
         task is spliced from the JSON the write holds (its status and metadata) and its
-        artifacts' stored JSON, with no history; the same bytes as encoding the task read back,
-        without reading the row or decoding a value."""
-        artifacts = [
-            body
-            for (body,) in self._sql(
-                "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
-            ).fetchall()
-        ]
+        artifacts' JSON (`artifacts`, in order, when the write knows them all; else read), with
+        no history; the same bytes as encoding the task read back, without reading the row or
+        decoding a value."""
+        if artifacts is None:
+            artifacts = [
+                body
+                for (body,) in self._sql(
+                    "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
+                ).fetchall()
+            ]
         fields = [f'"id":{compact(task_id)},"contextId":{compact(context_id)}']
         fields.append(f'"status":{status}')
         if artifacts:

@@ -235,7 +235,8 @@ class Turns(TurnStarts):
                 " reply_in_status = ?, event_seq = event_seq + ?"
                 f" WHERE id = ? AND state IN ({marks}){unseen}"
                 " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
-                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id)",
+                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id),"
+                " EXISTS (SELECT 1 FROM artifacts WHERE task_id = tasks.id)",
                 (
                     to.value,
                     compact(message_wire) if message_wire else None,
@@ -251,7 +252,7 @@ class Turns(TurnStarts):
             ).fetchone()
             if row is None:
                 return False
-            last, context_id, *owner, metadata_now, pushed = row
+            last, context_id, *owner, metadata_now, pushed, had_artifacts = row
             if spent:
                 self._sql(_SPEND, (*owner, stamp // DAY_US, spent))
             # The agent's messages carry their task and context, as A2A asks of a server's:
@@ -271,11 +272,13 @@ class Turns(TurnStarts):
                     (task_id, *owner, reply.message_id, compact(reply_wire)),
                 )
             bodies = []
+            written: dict[str, str] = {}  # in their order of first writing, as `seq` keeps it
             for artifact, wire in zip(artifacts, artifact_wires, strict=True):
+                written[artifact.artifact_id] = compact(wire)
                 self._sql(
                     "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
                     " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
-                    (task_id, artifact.artifact_id, compact(wire)),
+                    (task_id, artifact.artifact_id, written[artifact.artifact_id]),
                 )
                 update = {"taskId": task_id, "contextId": context_id, "artifact": wire}
                 bodies.append(compact({"artifactUpdate": update}))
@@ -286,8 +289,12 @@ class Turns(TurnStarts):
             bodies.append(compact({"statusUpdate": update}))
             self._events.insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
             if to in _NOTIFY and pushed:
-                # The task as this write left it, from the JSON this write holds.
-                body = self._outbox.task_body(task_id, context_id, compact(status), metadata_now)
+                # The task as this write left it, from the JSON this write holds (its artifacts
+                # too, unless an earlier turn stored some: those are read).
+                body = self._outbox.task_body(
+                    task_id, context_id, compact(status), metadata_now,
+                    artifacts=None if had_artifacts else list(written.values()),
+                )  # fmt: skip
                 self._outbox.queue_pushes(task_id, queued, body, for_job=for_job)
             return True
 

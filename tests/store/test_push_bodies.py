@@ -45,6 +45,10 @@ async def test_a_pushed_end_is_the_task_as_a_read_gives_it(database: Database) -
         metadata={"looping.usage": {"input_tokens": 3}, "note": "\u00fcber"},
         job=JobTicket(1),
     )
+    # The first end's artifacts are all this write's: the body is spliced without a read.
+    [first_push] = asked.pushes or ()
+    after_first = await store.get(ALICE, task.id, history_length=0)
+    assert json.loads(first_push.body) == to_wire(StreamResponse(task=after_first))
     follow_up = _message(Role.ROLE_USER, "the blue one", task.id)
     follow_up = Message(
         message_id=follow_up.message_id, role=Role.ROLE_USER, parts=follow_up.parts,
@@ -75,6 +79,30 @@ async def test_a_pushed_end_is_the_task_as_a_read_gives_it(database: Database) -
         "a1", "a2",
     ]  # fmt: skip
     assert json.loads(ended_push.body)["task"]["metadata"]["note"] == "\u00fcber"
+
+
+async def test_an_artifact_written_twice_in_one_end_is_pushed_once_in_its_place(
+    database: Database,
+) -> None:
+    store = TaskStore(database)
+    task = (await store.start_turn(ALICE, _message(Role.ROLE_USER, "hi"), PUSH)).task
+    assert await store.begin_turn(task.id) is not None
+    artifacts = [
+        Artifact(artifact_id="a1", parts=(Part(text="draft"),)),
+        Artifact(artifact_id="a2", parts=(Part(text="other"),)),
+        Artifact(artifact_id="a1", parts=(Part(text="final"),)),
+    ]
+    ended = await store.end_turn(
+        task.id, TaskState.TASK_STATE_COMPLETED, artifacts=artifacts, job=JobTicket(1)
+    )
+    [push] = ended.pushes or ()
+    read = await store.get(ALICE, task.id, history_length=0)
+    assert json.loads(push.body) == to_wire(StreamResponse(task=read))
+    pushed = json.loads(push.body)["task"]["artifacts"]
+    assert [(a["artifactId"], a["parts"][0]["text"]) for a in pushed] == [
+        ("a1", "final"),
+        ("a2", "other"),
+    ]
 
 
 async def test_a_canceled_task_without_metadata_or_artifacts(database: Database) -> None:
