@@ -10,7 +10,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from looping_core.cli._main import main
 from looping_core.config import Config, load_config, resolve_config_path
 from looping_core.evals import (
     CaseResult,
+    Dataset,
     Grader,
     failure_lines,
     judge_models,
@@ -96,7 +97,7 @@ def eval_dataset(
     with click.progressbar(length=runs, label="eval", file=sys.stderr) as bar:
         results = asyncio.run(
             _run(
-                dataset_path, config, state or default_state_folder(), binding=binding,
+                dataset, config, state or default_state_folder(), binding=binding,
                 concurrency=concurrency, repeat=repeat, timeout=timeout,
                 progress=lambda _: bar.update(1), serve=url is None,
             )
@@ -118,7 +119,7 @@ def _json(value: Any) -> str:
 
 
 async def _run(
-    dataset_path: Path,
+    dataset: Dataset,
     config: Config,
     state: Path,
     *,
@@ -126,10 +127,9 @@ async def _run(
     concurrency: int,
     repeat: int,
     timeout: float,
-    progress: Any,
+    progress: Callable[[CaseResult], None],
     serve: bool,
 ) -> list[CaseResult]:
-    dataset = load_dataset(dataset_path)
     grader = None
     if dataset.judge is not None:
         grader = Grader(dataset.judge, judge_models(dataset.judge, config, os.environ))
