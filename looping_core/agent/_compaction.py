@@ -32,7 +32,7 @@ from looping_core.agent._model import (
     ToolSpec,
     respond_with_fallback,
 )
-from looping_core.agent._prices import Prices
+from looping_core.agent._prices import Prices, add_cost
 from looping_core.content import (
     Block,
     DataBlock,
@@ -226,6 +226,5 @@ class Compactor:
             _log.warning("the summary could not be written (%s); truncating instead", exc)
             return ""
         self.usage = self.usage + (response.message.usage or Usage())
-        if response.message.cost is not None:
-            self.cost = (self.cost or 0.0) + response.message.cost
+        self.cost = add_cost(self.cost, response.message.cost)
         return "".join(b.text for b in response.message.content if isinstance(b, TextBlock))

@@ -49,7 +49,7 @@ from looping_core.agent._output import (
     judged_answer_call,
     pending_answer,
 )
-from looping_core.agent._prices import Prices
+from looping_core.agent._prices import Prices, add_cost
 from looping_core.agent._tool_calls import (
     NOT_APPROVABLE,
     NOT_TAKEN_WAITING,
@@ -325,10 +325,10 @@ class _Run:
         return response
 
     @property
-    def spent(self) -> float:
-        """What the calls so far cost, summaries included (0 when none was priced)."""
+    def total_cost(self) -> float | None:
+        """What the calls so far cost, summaries included (`None`: none was priced)."""
         summaries = self._compactor.cost if self._compactor is not None else None
-        return add_cost(self.cost, summaries) or 0.0
+        return add_cost(self.cost, summaries)
 
     def outcome(
         self,
@@ -340,14 +340,13 @@ class _Run:
         answer_problem: str | None = None,
         awaiting: tuple[ToolUseBlock, ...] = (),
     ) -> LoopOutcome:
-        usage, compactions, cost = self.usage, 0, self.cost
+        usage, compactions = self.usage, 0
         if self._compactor is not None:
             usage = usage + self._compactor.usage
             compactions = self._compactor.compactions
-            cost = add_cost(cost, self._compactor.cost)
         return LoopOutcome(
             tuple(self.added), response, usage, tuple(self.served), exhausted, control,
-            compactions, answer, answer_problem, awaiting, cost,
+            compactions, answer, answer_problem, awaiting, self.total_cost,
         )  # fmt: skip
 
 
@@ -446,16 +445,9 @@ def _spent(budget: Budget, run: _Run, seconds: float) -> str | None:
         return "max_tokens"
     if budget.max_seconds is not None and seconds >= budget.max_seconds:
         return "max_seconds"
-    if budget.max_cost is not None and run.spent >= budget.max_cost:
+    if budget.max_cost is not None and (run.total_cost or 0.0) >= budget.max_cost:
         return "max_cost"
     return None
-
-
-def add_cost(total: float | None, cost: float | None) -> float | None:
-    """A sum of costs, any of which may be unknown (`None`: none of them is known)."""
-    if cost is None:
-        return total
-    return cost if total is None else total + cost
 
 
 def _with_note(system: str, note: str) -> str:

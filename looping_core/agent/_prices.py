@@ -9,7 +9,7 @@ import attrs
 from looping_core.config import ModelPrice, price_of
 from looping_core.content import Usage
 
-__all__ = ["Prices"]
+__all__ = ["Prices", "add_cost"]
 
 _PER = 1_000_000
 """Prices are per million tokens."""
@@ -40,3 +40,10 @@ class Prices:
             + usage.cache_creation_tokens * written
             + usage.output_tokens * price.output
         ) / _PER
+
+
+def add_cost(total: float | None, cost: float | None) -> float | None:
+    """A sum of costs, any of which may be unknown (`None`: none of them is known)."""
+    if cost is None:
+        return total
+    return cost if total is None else total + cost

@@ -29,6 +29,7 @@ __all__ = [
     "input_messages",
     "output_messages",
     "record_call",
+    "result_text",
     "system_instructions",
     "text_of",
 ]
@@ -62,6 +63,11 @@ def text_of(text: str) -> str:
     if len(text) <= MAX_TEXT:
         return text
     return f"{text[:MAX_TEXT]}... ({len(text) - MAX_TEXT} more characters)"
+
+
+def result_text(result: ToolResultBlock) -> str:
+    """A tool result's text parts, as a span carries them (cut at `MAX_TEXT`)."""
+    return text_of("".join(b.text for b in result.content if isinstance(b, TextBlock)))
 
 
 def system_instructions(system: str) -> str | None:
@@ -99,8 +105,7 @@ def _part(block: Block) -> dict[str, Any]:
             "arguments": dict(block.input),
         }
     if isinstance(block, ToolResultBlock):
-        result = "".join(b.text for b in block.content if isinstance(b, TextBlock))
-        return {"type": "tool_call_response", "id": block.tool_use_id, "result": text_of(result)}
+        return {"type": "tool_call_response", "id": block.tool_use_id, "result": result_text(block)}
     if isinstance(block, DataBlock):
         return {"type": "text", "content": text_of(json.dumps(block.value))}
     if isinstance(block, DocumentBlock) and block.text:

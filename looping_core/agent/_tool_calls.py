@@ -15,7 +15,7 @@ from typing import Any
 import rfc8785
 
 from looping_core import _metrics, _tracing
-from looping_core.agent._telemetry import text_of
+from looping_core.agent._telemetry import result_text
 from looping_core.content import (
     AudioBlock,
     DataBlock,
@@ -104,8 +104,7 @@ async def call_tool(
             span.set(error__type="tool_error")
             span.fail("the tool call failed")
         elif capture:
-            text = "".join(b.text for b in result.content if isinstance(b, TextBlock))
-            span.set(gen_ai__tool__call__result=text_of(text))
+            span.set(gen_ai__tool__call__result=result_text(result))
     _metrics.TOOL_CALLS.inc(tool=name, outcome=outcome)
     return result
 

@@ -14,10 +14,12 @@ from looping_core.evals._dataset import Expect, ToolCallSpec
 from looping_core.tools import SchemaUnusable, argument_problems
 
 __all__ = [
+    "MAX_SHOWN",
     "CheckResult",
     "TurnOutcome",
     "answer_of",
     "check_turn",
+    "shown",
     "state_of",
     "text_of",
     "tool_calls_of",
@@ -36,6 +38,11 @@ class CheckResult:
     passed: bool
     expected: str = ""
     got: str = ""
+
+    @property
+    def said(self) -> str:
+        """The check as a failure reads: `tools: expected [...], got [...]`."""
+        return f"{self.name}: expected {self.expected}, got {self.got}"
 
 
 @attrs.frozen
@@ -88,7 +95,8 @@ def tool_calls_of(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [call for call in calls if isinstance(call, Mapping)]
 
 
-def _shown(value: Any) -> str:
+def shown(value: Any) -> str:
+    """`value` as a failure shows it: text, or JSON, cut at `MAX_SHOWN` characters."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
@@ -102,14 +110,14 @@ def check_turn(expect: Expect, outcome: TurnOutcome) -> list[CheckResult]:
         results.append(CheckResult("state", got == expect.state, expect.state, got))
     text = text_of(task)
     for words in expect.text_contains:
-        results.append(CheckResult("text_contains", words in text, words, _shown(text)))
+        results.append(CheckResult("text_contains", words in text, words, shown(text)))
     if expect.text_matches is not None:
         found = re.search(expect.text_matches, text) is not None
-        results.append(CheckResult("text_matches", found, expect.text_matches, _shown(text)))
+        results.append(CheckResult("text_matches", found, expect.text_matches, shown(text)))
     answer = answer_of(task)
     if expect.answer is not None:
         equal = answer == expect.answer
-        results.append(CheckResult("answer", equal, _shown(expect.answer), _shown(answer)))
+        results.append(CheckResult("answer", equal, shown(expect.answer), shown(answer)))
     if expect.answer_schema is not None:
         results.append(_fits(expect.answer_schema, answer))
     results += _tool_checks(expect, tool_calls_of(task))
@@ -142,7 +150,7 @@ def _fits(schema: Mapping[str, Any], answer: Any) -> CheckResult:
     except SchemaUnusable as exc:
         return CheckResult("answer_schema", False, "a usable schema", str(exc))
     return CheckResult(
-        "answer_schema", problem is None, "fits the schema", problem or _shown(answer)
+        "answer_schema", problem is None, "fits the schema", problem or shown(answer)
     )
 
 
@@ -152,14 +160,14 @@ def _tool_checks(expect: Expect, calls: Sequence[Mapping[str, Any]]) -> list[Che
     if expect.tools is not None:
         results.append(
             CheckResult(
-                "tools", names == list(expect.tools), _shown(list(expect.tools)), _shown(names)
+                "tools", names == list(expect.tools), shown(list(expect.tools)), shown(names)
             )
         )
     if expect.tool_calls:
         results.append(_calls_in_order(expect.tool_calls, calls))
     for name in expect.tools_not_called:
         results.append(
-            CheckResult("tools_not_called", name not in names, f"no {name}", _shown(names))
+            CheckResult("tools_not_called", name not in names, f"no {name}", shown(names))
         )
     return results
 
@@ -173,11 +181,11 @@ def _calls_in_order(
         while at < len(calls) and not _matches(spec, calls[at]):
             at += 1
         if at == len(calls):
-            shown = [{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls]
+            made = [{"name": c.get("name"), "arguments": c.get("arguments")} for c in calls]
             expected = {"name": spec.name, "arguments": dict(spec.arguments)}
-            return CheckResult("tool_calls", False, _shown(expected), _shown(shown))
+            return CheckResult("tool_calls", False, shown(expected), shown(made))
         at += 1
-    return CheckResult("tool_calls", True, _shown([s.name for s in wanted]), "")
+    return CheckResult("tool_calls", True, shown([s.name for s in wanted]), "")
 
 
 def _matches(spec: ToolCallSpec, call: Mapping[str, Any]) -> bool:

@@ -11,7 +11,7 @@ from looping_core.agent import ChatModel, ModelError, ModelRequest, respond_with
 from looping_core.agent.internal import builtin_model_providers, chat_models
 from looping_core.config import Config, TenantModelConfig
 from looping_core.content import TextBlock, UserMessage
-from looping_core.evals._checks import MAX_SHOWN, CheckResult
+from looping_core.evals._checks import CheckResult, shown
 from looping_core.evals._dataset import DatasetError, Judge
 
 __all__ = ["Grader", "judge_models"]
@@ -35,18 +35,14 @@ class Grader:
         try:
             response = await respond_with_fallback(self._models, request)
         except ModelError as exc:
-            return CheckResult("rubric", False, _cut(rubric), f"the judge failed: {exc}")
+            return CheckResult("rubric", False, shown(rubric), f"the judge failed: {exc}")
         said = "".join(b.text for b in response.message.content if isinstance(b, TextBlock))
         passed = self._passes.search(said) is not None
-        return CheckResult("rubric", passed, _cut(rubric), _cut(said.strip()))
+        return CheckResult("rubric", passed, shown(rubric), shown(said.strip()))
 
     async def aclose(self) -> None:
         for model in self._models:
             await model.aclose()
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 3] + "..."
 
 
 def judge_models(judge: Judge, config: Config, environ: Mapping[str, str]) -> list[ChatModel]:

@@ -75,7 +75,7 @@ def failure_lines(results: Sequence[CaseResult]) -> list[str]:
         if result.error is not None:
             lines.append(f"{where}: {result.error}")
         for check in result.failures:
-            lines.append(f"{where}: {check.name}: expected {check.expected}, got {check.got}")
+            lines.append(f"{where}: {check.said}")
     return lines
 
 
@@ -131,7 +131,7 @@ def junit_xml(results: Sequence[CaseResult], suite: str) -> str:
         if result.error is not None:
             ElementTree.SubElement(case, "error", message=result.error)
         elif result.failures:
-            said = [f"{c.name}: expected {c.expected}, got {c.got}" for c in result.failures]
+            said = [check.said for check in result.failures]
             failure = ElementTree.SubElement(case, "failure", message=said[0])
             failure.text = "\n".join(said)
     ElementTree.indent(root)

@@ -79,12 +79,12 @@ async def prune(database: Database, policy: RetentionPolicy, now: int | None = N
         (policy.events_after, _events_batch),
         (policy.delivered_after, _pushes_batch),
     )
+    if policy.finished_after > 0:
+        await database.run(_spend_days, database, moment - policy.finished_after * 1_000_000)
     for after, batch in steps:
         if after <= 0:
             continue
         cutoff = moment - after * 1_000_000
-        if batch is _tasks_batch:
-            await database.run(_spend_days, database, cutoff)
         for _ in range(MAX_BATCHES):
             done = await database.run(batch, database, cutoff)
             counts += done
