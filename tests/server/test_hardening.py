@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -204,6 +205,7 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
     # configs whose token holds a line break, each with a pending push (more than one batch).
     surrogate_url = gateway.push_url("\ud800")
     node = node_of(first.config)
+    queued = int(time.time() * 1_000_000)
     statements: list[tuple[str, tuple[Any, ...]]] = [
         (
             # An older release's row: its target was never checked (no verdict kept).
@@ -222,8 +224,10 @@ async def test_a_store_with_undeliverable_rows_from_an_earlier_release_starts_an
             (
                 "INSERT INTO push_outbox (task_id, config_id, jti, url, body, state, attempts,"
                 " next_attempt_ts, created_ts, node, worker)"
-                " VALUES (?, ?, ?, ?, '{}', 'pending', 0, 0, 0, ?, 0)",
-                (task_id, config_id, str(uuid.uuid4()), gateway.push_url(), node),
+                " VALUES (?, ?, ?, ?, '{}', 'pending', 0, 0, ?, ?, 0)",
+                # Queued now: a row from 1970 is one the retention sweep (which the job engine
+                # starts at once) may delete as soon as it has failed.
+                (task_id, config_id, str(uuid.uuid4()), gateway.push_url(), queued, node),
             ),
         ]  # fmt: skip
     on_store(store_url, *statements)
