@@ -28,7 +28,7 @@ from pathlib import Path
 
 from looping_core.a2a import Artifact, Message, Part, Role, TaskState
 from looping_core.contract import Identity
-from looping_core.store import _turns
+from looping_core.store import _turn_starts
 from looping_core.store.internal import Database, TaskStore, upgrade
 
 from bench_results import write_results  # bench/ is on the path
@@ -76,12 +76,12 @@ async def measure(folder: Path, args: argparse.Namespace) -> dict[str, float]:
 def random_ids() -> Iterator[None]:
     """Version 4 ids for new tasks and contexts, for the comparison: a benchmark's switch into
     the store's private module, not an API."""
-    own = _turns.new_id
-    _turns.new_id = lambda: str(uuid.uuid4())
+    own = _turn_starts.new_id
+    _turn_starts.new_id = lambda: str(uuid.uuid4())
     try:
         yield
     finally:
-        _turns.new_id = own
+        _turn_starts.new_id = own
 
 
 KINDS = {"version 7 ids (the store's)": contextlib.nullcontext, "version 4 ids": random_ids}

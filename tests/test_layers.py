@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "looping_core.errors",
         "looping_core._origins",
         "looping_core._strict",
+        "looping_core._random",
         "looping_core._logs",
         "looping_core._metrics",
         "looping_core._tracing",

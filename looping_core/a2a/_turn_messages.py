@@ -8,10 +8,10 @@ tell the agent declined from what it said.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from looping_core._random import uuid4
 from looping_core.a2a._models import Message, Part, Role, Task
 from looping_core.a2a._parts import block_to_part, parts_to_blocks
 from looping_core.content import (
@@ -39,7 +39,7 @@ def agent_message(
     A message needs a part: with none, `metadata` is its one data part."""
     carried = tuple(parts) or (Part(data=dict(metadata or {})),)
     return Message(
-        message_id=str(uuid.uuid4()),
+        message_id=str(uuid4()),
         role=Role.ROLE_AGENT,
         parts=carried,
         metadata=dict(metadata) if metadata is not None else None,

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import uuid
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -42,6 +41,7 @@ from typing import Any
 import attrs
 
 from looping_core import _tracing
+from looping_core._random import uuid4
 from looping_core.agent._approvals import gives_decisions, settle_approvals
 from looping_core.agent._compaction import Compactor
 from looping_core.agent._loop import run_tool_loop
@@ -282,7 +282,7 @@ class LoopingAgent(Agent):
                 return self._result(answered)
             conversation = (*conversation, *arrived)
         config = self._config
-        answer_id = str(uuid.uuid4())
+        answer_id = str(uuid4())
         # The turn's `invoke_agent` span (the runner's) learns who answers it.
         provider = self._models[0].label.partition(":")[0] if self._models else None
         _tracing.current().set(gen_ai__provider__name=provider)

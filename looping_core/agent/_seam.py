@@ -8,7 +8,6 @@ import enum
 import importlib
 import os
 import sys
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from looping_core._random import uuid4
 from looping_core.config import LoopSettings, ModelPrice
 from looping_core.content import Block, Message, ToolApproval, UserMessage
 from looping_core.contract import Identity, ModelProvider, SubtaskLog, ToolContext
@@ -178,7 +178,7 @@ class ArtifactOut:
     name: str
     blocks: tuple[Block, ...]
     description: str = ""
-    artifact_id: str = attrs.field(factory=lambda: str(uuid.uuid4()))
+    artifact_id: str = attrs.field(factory=lambda: str(uuid4()))
 
 
 @attrs.frozen

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
 
 from looping_core import _tracing
+from looping_core._random import uuid4
 from looping_core.a2a.internal import printable
 from looping_core.store._jobs import JobTicket
 from looping_core.store._push_configs import opened_settings, target_verdict
@@ -122,7 +122,7 @@ class Outbox(StoreBase):
                 problems = target_verdict(
                     self._sql, task_id, raw_config_id, settings, checked=checked, verdict=verdict
                 )
-            jti = str(uuid.uuid4())
+            jti = str(uuid4())
             # A config the edge refuses today may have been stored by an earlier release. It is
             # queued as failed, with the reason as its one attempt, so the terminal write that
             # queues it still commits and the other configs' pushes still go out.

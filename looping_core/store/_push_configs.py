@@ -4,12 +4,12 @@ sent there."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from looping_core._random import uuid4
 from looping_core.a2a import TaskPushNotificationConfig, from_wire
 from looping_core.a2a.internal import undeliverable_reason
 from looping_core.contract import Identity
@@ -119,7 +119,7 @@ class PushConfigs(StoreBase):
     def write_push_config(
         self, task_id: str, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
-        stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid.uuid4()), tenant="")
+        stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid4()), tenant="")
         sealed, key_id = sealed_config(self._secrets, stored)
         # The edge checked its target (`check_push_config`): the one check it gets.
         self._sql(

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import time
 from typing import Any
 
 import attrs
 
+from looping_core._random import random_bytes
 from looping_core.a2a import (
     TERMINAL_STATES,
     Artifact,
@@ -64,7 +64,7 @@ def new_id() -> str:
     bench/send_message.py). An id says when its row was made and nothing else; whose it is
     stays checked on every read."""
     milliseconds = time.time_ns() // 1_000_000
-    random = int.from_bytes(os.urandom(10), "big")
+    random = int.from_bytes(random_bytes(10), "big")
     value = (
         (milliseconds & 0xFFFF_FFFF_FFFF) << 80
         | 0x7 << 76  # version
