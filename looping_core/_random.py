@@ -18,7 +18,7 @@ import os
 import threading
 import uuid
 
-__all__ = ["CHUNK", "random_bytes", "uuid4", "uuid4_hex"]
+__all__ = ["CHUNK", "random_bytes", "uuid4"]
 
 CHUNK = 4096
 """Bytes fetched from the kernel at once: 256 ids per system call."""
@@ -55,8 +55,3 @@ def random_bytes(count: int) -> bytes:
 def uuid4() -> uuid.UUID:
     """A version 4 UUID, as `uuid.uuid4()` makes it (RFC 9562: 122 random bits)."""
     return uuid.UUID(bytes=random_bytes(16), version=4)
-
-
-def uuid4_hex() -> str:
-    """`uuid4().hex`."""
-    return uuid4().hex

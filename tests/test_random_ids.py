@@ -17,7 +17,7 @@ def test_a_uuid4_is_a_version_4_rfc_uuid() -> None:
     assert {value.version for value in ids} == {4}
     assert {value.variant for value in ids} == {uuid.RFC_4122}
     assert len(set(ids)) == 1000
-    assert len(_random.uuid4_hex()) == 32
+    assert len(_random.uuid4().hex) == 32
 
 
 def test_the_kernel_is_asked_once_per_chunk(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 
-from looping_core._random import uuid4_hex
+from looping_core._random import uuid4
 from looping_core.content._blocks import (
     ImageBlock,
     ProviderPayload,
@@ -192,7 +192,7 @@ class Accumulator:
             if not item.id:
                 # Some OpenAI-compatible servers send an empty id: the call gets one of its own,
                 # so its result can still be matched to it.
-                item.id = f"call_{uuid4_hex()[:24]}"
+                item.id = f"call_{uuid4().hex[:24]}"
             arguments, problem = _arguments("".join(item.arguments).strip() or "{}")
             if problem is not None:
                 if not self._keep_bad_arguments:

@@ -35,7 +35,7 @@ from google.protobuf.descriptor import MethodDescriptor
 
 from looping_core import _metrics, _tracing
 from looping_core._logs import bind, current
-from looping_core._random import uuid4_hex
+from looping_core._random import uuid4
 from looping_core.a2a import RpcError
 from looping_core.a2a.internal import RpcCall, method_not_found
 from looping_core.a2a.protobuf import SERVICE_NAME, service
@@ -194,7 +194,7 @@ def _observed(
     """The call's log context, its span (a child of the caller's `traceparent`), its metrics
     and its access line; the block sets `error` when it refuses the call."""
     record = _Call(method.name, peer)
-    bind(request_id=uuid4_hex(), tenant=None, subject=None, task_id=None)
+    bind(request_id=uuid4().hex, tenant=None, subject=None, task_id=None)
     with _tracing.span(f"a2a {method.name}", kind="server", carrier=metadata) as span:
         yield record
         if span.recording:

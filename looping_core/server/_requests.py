@@ -16,7 +16,7 @@ from aiohttp.abc import AbstractAccessLogger
 
 from looping_core import _metrics, _tracing
 from looping_core._logs import bind, current
-from looping_core._random import uuid4_hex
+from looping_core._random import uuid4
 
 __all__ = ["REQUEST_ID_HEADER", "AccessLogger", "Observed", "answered", "observed", "request_ids"]
 
@@ -62,7 +62,7 @@ async def request_ids(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
 ) -> web.StreamResponse:
     given = request.headers.get(REQUEST_ID_HEADER, "")
-    request_id = given if _SANE.match(given) else uuid4_hex()
+    request_id = given if _SANE.match(given) else uuid4().hex
     bind(request_id=request_id, tenant=None, subject=None, task_id=None)
     try:
         if request.path in _UNOBSERVED_PATHS:
