@@ -510,9 +510,17 @@ def test_the_job_engine_tables_are_applied_by_upgrade_shown_by_status_and_requir
         "`looping db upgrade` (or start `looping serve`) first: a worker never migrates\n"
     )
     before = looping_cli("db", "status", "--config", path)
-    assert "  pending  jobs schema (procrastinate)\n" in before.stdout
+    assert (
+        "  pending  jobs schema (procrastinate)\n"
+        "  pending  jobs index on open jobs' locks (looping-core)\n"
+        "  pending  jobs fetch planned in queue order (looping-core)\n"
+    ) in before.stdout
     upgraded = looping_cli("db", "upgrade", "--config", path)
-    assert "applied jobs schema (procrastinate)\nup to date\n" in upgraded.stdout
+    assert (
+        "applied jobs schema (procrastinate)\n"
+        "applied jobs index on open jobs' locks (looping-core)\n"
+        "applied jobs fetch planned in queue order (looping-core)\nup to date\n"
+    ) in upgraded.stdout
     after = looping_cli("db", "status", "--config", path)
     assert re.search(
         r"\n  jobs     \d\d\.\d\d\.\d\d_\w+ \(procrastinate\)\nup to date\n$", after.stdout

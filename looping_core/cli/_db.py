@@ -69,6 +69,8 @@ def db_status(config_path: Path | None) -> None:
         else:
             for name in engine.pending:
                 click.echo(f"  pending  jobs {name} (procrastinate)")
+            for name in engine.missing:
+                click.echo(f"  pending  jobs {name} (looping-core)")
     if not status.pending and (engine is None or engine.current):
         click.echo("up to date")
 
@@ -84,10 +86,14 @@ def db_upgrade(config_path: Path | None) -> None:
     for migration in applied:
         click.echo(f"applied {migration.version:04d}  {migration.name}")
     if config.uses_job_engine():
-        from looping_core.runner.internal import apply_engine_schema  # noqa: PLC0415 - postgres extra
+        from looping_core.runner.internal import (  # noqa: PLC0415 - postgres extra
+            ENGINE_ADDITIONS,
+            apply_engine_schema,
+        )
 
         for name in on_store(config, lambda db: apply_engine_schema(db.connection())):  # type: ignore[no-untyped-call]
-            click.echo(f"applied jobs {name} (procrastinate)")
+            owner = "looping-core" if name in ENGINE_ADDITIONS else "procrastinate"
+            click.echo(f"applied jobs {name} ({owner})")
     click.echo("up to date")
 
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is th
     from looping_core.runner._engine import JobEngine
     from looping_core.runner._engine_jobs import QUEUES as JOB_QUEUES
     from looping_core.runner._engine_jobs import EngineHooks, queue_orphans
+    from looping_core.runner._engine_schema import ADDITIONS as ENGINE_ADDITIONS
     from looping_core.runner._engine_schema import (
         EngineSchema,
         analyze_engine_tables,
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # imported on first use (PEP 562, below): procrastinate is th
     )
 
 __all__ = [
+    "ENGINE_ADDITIONS",
     "JOB_QUEUES",
     "OUTAGE_PATIENCE_SECONDS",
     "EngineHooks",
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 _LAZY = {
+    "ENGINE_ADDITIONS": ("looping_core.runner._engine_schema", "ADDITIONS"),
     "JOB_QUEUES": ("looping_core.runner._engine_jobs", "QUEUES"),
     "EngineHooks": ("looping_core.runner._engine_jobs", "EngineHooks"),
     "JobEngine": ("looping_core.runner._engine", "JobEngine"),

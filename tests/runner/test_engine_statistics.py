@@ -11,7 +11,11 @@ import procrastinate
 import psycopg
 import pytest
 
-from looping_core.runner._engine_schema import apply_engine_schema, refresh_jobs_statistics
+from looping_core.runner._engine_schema import (
+    apply_engine_schema,
+    engine_schema,
+    refresh_jobs_statistics,
+)
 
 pytestmark = pytest.mark.usefixtures("postgres_url")
 
@@ -75,3 +79,87 @@ async def test_the_jobs_table_is_analyzed_once_it_changed_by_more_than_its_size(
         assert last_analyze(postgres_url) != first
     finally:
         await connector.close_async()
+
+
+def fetch_plan(url: str) -> str:
+    """The plan procrastinate's fetch ran with (the function's inner statement, logged by
+    auto_explain to this session), after its job was handed back: the queue is left as it was."""
+    plans: list[str] = []
+    with psycopg.connect(url) as connection:
+        connection.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+        for setting in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_nested_statements = on",
+            "SET client_min_messages = log",
+        ):
+            connection.execute(setting)
+        connection.execute(
+            "SELECT * FROM procrastinate_fetch_job_v2(ARRAY['looping-turns']::varchar[], NULL)"
+        ).fetchall()
+        connection.rollback()
+    return "\n".join(plan for plan in plans if "WITH candidate" in plan)
+
+
+def add_locked_turns(url: str, count: int) -> None:
+    """`count` waiting turn jobs, each locked on a task of its own, as the engine defers them."""
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute(
+            "INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args)"
+            " SELECT 'looping-turns', 'looping.run_turn', 't' || n, 't' || n, '{}'"
+            " FROM generate_series(1, %s) AS n",
+            (count,),
+        )
+
+
+def test_the_fetch_takes_the_first_due_job_in_order_even_with_statistics_of_a_quiet_spell(
+    postgres_url: str,
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        assert apply_engine_schema(connection) == [
+            "schema", "index on open jobs' locks", "fetch planned in queue order",
+        ]  # fmt: skip
+        connection.execute("ALTER TABLE procrastinate_jobs SET (autovacuum_enabled = false)")
+    add_jobs(postgres_url, 1, queue="looping-sweeps")  # a quiet spell, analyzed: no turns
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("ANALYZE procrastinate_jobs")
+    add_locked_turns(postgres_url, 2000)  # then a burst the statistics do not know of
+
+    plan = fetch_plan(postgres_url)
+    assert "Index Scan using procrastinate_jobs_priority_idx_v1 on procrastinate_jobs jobs" in plan
+    assert "Sort" not in plan  # not every waiting turn read and sorted
+    assert "Index Scan using looping_jobs_open_lock_idx" in plan  # each lock checked at once
+
+    # procrastinate's own function and indexes, as it ships them, read and sort them all: the
+    # plan the additions prevent (this also proves the test can tell them apart).
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("ALTER FUNCTION procrastinate_fetch_job_v2 RESET enable_sort")
+        connection.execute("DROP INDEX looping_jobs_open_lock_idx")
+    plan = fetch_plan(postgres_url)
+    assert "Sort" in plan
+    assert "procrastinate_jobs_id_lock_idx_v1" in plan
+
+
+def test_additions_a_procrastinate_migration_undid_are_missing_and_applied_again(
+    postgres_url: str,
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        apply_engine_schema(connection)
+        assert engine_schema(connection).current
+        assert apply_engine_schema(connection) == []  # nothing twice
+
+        # A migration that replaces the fetch function (CREATE OR REPLACE drops its settings)
+        # and one that rebuilds the table's indexes.
+        connection.execute("ALTER FUNCTION procrastinate_fetch_job_v2 RESET enable_sort")
+        connection.execute("DROP INDEX looping_jobs_open_lock_idx")
+        schema = engine_schema(connection)
+        assert not schema.current
+        assert schema.pending == ()  # procrastinate's own scripts are all applied
+        assert schema.missing == ("index on open jobs' locks", "fetch planned in queue order")
+
+        assert apply_engine_schema(connection) == list(schema.missing)
+        assert engine_schema(connection).current
+        settings = connection.execute(
+            "SELECT proconfig FROM pg_proc WHERE proname = 'procrastinate_fetch_job_v2'"
+        ).fetchone()
+        assert settings == (["enable_sort=off"],)
