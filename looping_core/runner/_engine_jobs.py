@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -208,10 +209,35 @@ class EngineHooks:
         # procrastinate's own finish, the statement its worker runs after a job returns (taken
         # from the installed release, so it follows its schema), with what the worker would
         # pass: succeeded, and deleted (`delete_jobs="successful"`).
-        connection.execute(
-            engine_sql.queries["finish_job"],
-            {"job_id": job_id, "status": engine_jobs.Status.SUCCEEDED.value, "delete_job": True},
-        )
+        connection.execute(engine_sql.queries["finish_job"], _finished(job_id))
+
+    def job_done_call(self, job_id: int) -> tuple[str, tuple[Any, ...]] | None:
+        call = _FINISH_CALL
+        if call is None:
+            return None
+        expression, names = call
+        arguments = _finished(job_id)
+        return expression, tuple(arguments[name] for name in names)
+
+
+def _finished(job_id: int) -> dict[str, Any]:
+    return {"job_id": job_id, "status": engine_jobs.Status.SUCCEEDED.value, "delete_job": True}
+
+
+def _finish_call(query: str) -> tuple[str, tuple[str, ...]] | None:
+    """procrastinate's finish statement (`SELECT fn(%(job_id)s, ...);`) as the call alone, with
+    `?` placeholders and the names of its arguments in order, to embed in a statement of ours;
+    `None` for a statement of another shape (a release that finishes otherwise)."""
+    found = re.fullmatch(r"\s*SELECT\s+(\w+\((?:\s*%\(\w+\)s\s*,?)*\))\s*;?\s*", query)
+    if found is None:
+        return None
+    names = tuple(re.findall(r"%\((\w+)\)s", found.group(1)))
+    if set(names) != set(_finished(0)):
+        return None
+    return re.sub(r"%\(\w+\)s", "?", found.group(1)), names
+
+
+_FINISH_CALL = _finish_call(engine_sql.queries["finish_job"])
 
 
 class JobManager(procrastinate.manager.JobManager):

@@ -52,3 +52,8 @@ class JobHooks(Protocol):
     def job_done(self, connection: Any, job_id: int) -> None:
         """The engine's job `job_id` did its work with this write: it is finished here, in the
         same transaction, instead of in one of its own after it returns."""
+
+    def job_done_call(self, job_id: int) -> tuple[str, tuple[Any, ...]] | None:
+        """`job_done` as an SQL expression (with `?` placeholders) and its parameters, for a
+        write that is one statement: it finishes the job in the statement's own transaction.
+        `None` when the engine cannot say it so: the write runs `job_done` in a transaction."""

@@ -24,6 +24,9 @@ __all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
 
 _log = logging.getLogger("looping_core.push")
 
+_ATTEMPT = "(outbox_id, attempt, at_ts, status, error, duration_ms) VALUES (?, ?, ?, ?, ?, ?)"
+_CHANGE = "SET attempts = ?, state = ?, next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?"
+
 
 @attrs.frozen
 class OutboxItem:
@@ -273,26 +276,35 @@ class Outbox(StoreBase):
         own = job is not None and job.push == item.id
         retry = outcome == "pending"
         row_due = next_attempt_ts if job is None else None
+        attempt = (item.id, item.attempts + 1, now_us(), status, error, duration_ms)
+        change = (item.attempts + 1, outcome, row_due, item.id)
 
         def write() -> bool:
             with self._db.write():
-                self._sql(
-                    "INSERT INTO push_attempts (outbox_id, attempt, at_ts, status, error,"
-                    " duration_ms) VALUES (?, ?, ?, ?, ?, ?)",
-                    (item.id, item.attempts + 1, now_us(), status, error, duration_ms),
-                )
-                self._sql(
-                    "UPDATE push_outbox SET attempts = ?, state = ?,"
-                    " next_attempt_ts = COALESCE(?, next_attempt_ts) WHERE id = ?",
-                    (item.attempts + 1, outcome, row_due, item.id),
-                )
+                self._sql(f"INSERT INTO push_attempts {_ATTEMPT}", attempt)
+                self._sql(f"UPDATE push_outbox {_CHANGE}", change)
                 if job is None:
                     return False
                 if retry and not own:
                     self._queue_push(item.id, next_attempt_ts)
                 return job.last and not (retry and own) and self._end_job(job)
 
-        return await self._db.run(write)
+        finish = None if retry or job is None or not job.last else self._job_done_call(job)
+        if finish is None:
+            return await self._db.run(write)
+        call, arguments = finish
+
+        def write_at_once() -> bool:
+            # The job's last write, done: one statement, its own transaction (PostgreSQL's
+            # data-modifying WITH), one round trip instead of five.
+            self._sql(
+                f"WITH attempt AS (INSERT INTO push_attempts {_ATTEMPT}),"
+                f" outbox AS (UPDATE push_outbox {_CHANGE}) SELECT {call}",
+                (*attempt, *change, *arguments),
+            )
+            return True
+
+        return await self._db.run_alone(write_at_once)
 
     async def outbox(self, task_id: str) -> list[dict[str, Any]]:
         """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""

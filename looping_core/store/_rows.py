@@ -174,6 +174,13 @@ class StoreBase:
         self._jobs.job_done(self._connection(), job.id)
         return True
 
+    def _job_done_call(self, job: JobTicket | None) -> tuple[str, tuple[Any, ...]] | None:
+        """The engine's finish of `job` as an expression to end a one-statement write with
+        (`JobHooks.job_done_call`); `None`: none to finish, or not as an expression."""
+        if self._jobs is None or job is None:
+            return None
+        return self._jobs.job_done_call(job.id)
+
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(
             f"{HEAD} WHERE id = ? AND tenant = ? AND issuer = ? AND subject = ?",

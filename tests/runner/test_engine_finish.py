@@ -224,3 +224,55 @@ async def test_a_retry_asked_of_a_job_its_own_write_finished_is_forgiven(
             await manager.retry_job(job(gone))
     finally:
         await connector.close_async()
+
+
+async def test_a_jobs_last_push_record_is_one_statement_that_records_and_finishes_or_neither(
+    postgres_url: str,
+) -> None:
+    """The record of a delivered push that is its job's last write is one statement (the
+    attempt, the row's new state, procrastinate's finish: one round trip, one transaction), so a
+    finish that fails records nothing."""
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        apply_engine_schema(connection)
+    database = Database.from_url(postgres_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    statements: list[str] = []
+    execute = database.execute
+
+    def counted(statement: str, params: tuple[object, ...] = ()) -> object:
+        statements.append(statement)
+        return execute(statement, params)
+
+    database.execute = counted  # type: ignore[method-assign]
+    store = TaskStore(database, jobs=EngineHooks())
+    try:
+        task = (await store.start_turn(CALLER, turn_message(), PUSH)).task
+        assert await store.begin_turn(task.id) is not None
+        [(job_id,)] = rows(
+            postgres_url, f"SELECT id FROM procrastinate_jobs WHERE lock = '{task.id}'"
+        )
+        end = await store.end_turn(
+            task.id,
+            TaskState.TASK_STATE_COMPLETED,
+            reply=reply(),
+            job=JobTicket(int(job_id)),  # type: ignore[call-overload]
+        )
+        assert end.pushes is not None
+        [item] = end.pushes
+        statements.clear()
+        with psycopg.connect(postgres_url, autocommit=True) as connection:
+            EngineHooks().job_done(connection, int(job_id))  # type: ignore[call-overload]
+        with pytest.raises(Exception, match="Job was not found"):  # finished already: refused
+            await store.record_attempt(
+                item, status=200, error=None, duration_ms=1, outcome="delivered",
+                job=JobTicket(int(job_id)),  # type: ignore[call-overload]
+            )  # fmt: skip
+        assert len(statements) == 1
+        assert rows(
+            postgres_url, f"SELECT count(*) FROM push_attempts WHERE outbox_id = {item.id}"
+        ) == [(0,)]
+        assert rows(postgres_url, f"SELECT state FROM push_outbox WHERE id = {item.id}") == [
+            ("pending",)
+        ]
+    finally:
+        database.close()
