@@ -233,7 +233,8 @@ class Database:
         return await self._await(fn, args, once=True)
 
     async def run_alone(self, fn: Callable[..., _T], *args: Any) -> _T:
-        """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL."""
+        """The same, outside any transaction (`fn` opens its own): migrations, plugin DDL, and
+        on PostgreSQL a write that is one statement (its own transaction: no BEGIN, no COMMIT)."""
         return await self._await(fn, args, alone=True)
 
     async def _await(
