@@ -18,8 +18,8 @@
   record of its last push's attempt; a push job's attempt unless it must run again. The
   worker's finish after the job returns is then skipped (`JobManager`): one commit less per
   job, and never work recorded under a job still `doing`. A delivered push's record that
-  finishes its job is one statement (`EngineHooks.job_done_call`): one round trip. A crash before that commit has the
-  job run again, as before.
+  finishes its job is one statement (`EngineHooks.job_done_call`): one round trip. A crash
+  before that commit has the job run again, as before.
 - **Dead workers.** Workers heart-beat. A periodic job (`looping.retry_stalled_jobs`, every
   `sweep_seconds`) hands the jobs of workers silent for `stalled_after_seconds` back to the
   queue. Their turn finds its task WORKING and is resumed or failed as `[runner] on_restart`

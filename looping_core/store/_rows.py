@@ -7,9 +7,11 @@ from __future__ import annotations
 import datetime
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
+import peewee
 
 from looping_core._random import random_bytes
 from looping_core.a2a import (
@@ -158,6 +160,13 @@ class StoreBase:
         except JobAlreadyQueued:
             pass  # its waiting job runs the turn
 
+    @property
+    def _one_statement_writes(self) -> bool:
+        """Whether a write of several statements may be sent as one (PostgreSQL's
+        data-modifying `WITH`, its own transaction): SQLite's writes are group-committed
+        in-process, where a statement costs no round trip."""
+        return isinstance(self._db.peewee, peewee.PostgresqlDatabase)
+
     def _connection(self) -> Any:
         """This thread's open connection (the one the transaction runs on)."""
         return self._db.peewee.connection()  # type: ignore[no-untyped-call]
@@ -197,7 +206,10 @@ class StoreBase:
         *,
         include_artifacts: bool,
         head: Head | None = None,
+        newest_first: Sequence[str] | None = None,
     ) -> Task:
+        """`newest_first`: the task's message bodies, newest first, when the caller's write read
+        them already (all of them: `history_length` is then `None`)."""
         head = head or Head(*self._sql(f"{HEAD} WHERE id = ?", (task_id,)).fetchone())
         status_message = (
             from_wire(json.loads(head.status_message), Message) if head.status_message else None
@@ -208,7 +220,9 @@ class StoreBase:
         if history_length != 0:
             limit = None if history_length is None else history_length - len(last)
             stored: list[Message] = []
-            if limit != 0:
+            if newest_first is not None:
+                stored = [from_wire(json.loads(body), Message) for body in reversed(newest_first)]
+            elif limit != 0:
                 statement = "SELECT body FROM messages WHERE task_id = ? ORDER BY seq DESC"
                 params: tuple[Any, ...] = (task_id,)
                 if limit is not None:

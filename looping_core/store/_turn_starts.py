@@ -32,6 +32,7 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import Events
+from looping_core.store._notify import EVENTS_CHANNEL
 from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
@@ -45,7 +46,36 @@ from looping_core.store._rows import (
     timestamp,
 )
 
-__all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
+__all__ = [
+    "BEGIN_TURN",
+    "BegunTurn",
+    "TurnLimits",
+    "TurnStart",
+    "TurnStarts",
+    "begin_turn_arguments",
+]
+
+BEGIN_TURN = (
+    "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
+    " WHERE id = ? AND state = ? RETURNING event_seq, tenant, issuer, subject,"
+    " turn_message, id, context_id, state, status_message, status_ts, metadata,"
+    " reply_in_status"
+)
+"""A turn's begin: the guarded move from SUBMITTED to WORKING, returning the number of its
+WORKING event, the owner, the message that began it, and the columns of a snapshot (`Head`)."""
+
+
+def begin_turn_arguments(task_id: str, stamp: int) -> tuple[Any, ...]:
+    return (
+        TaskState.TASK_STATE_WORKING.value,
+        stamp,
+        task_id,
+        TaskState.TASK_STATE_SUBMITTED.value,
+    )
+
+
+_CONTEXT_SLOT = "looping:context-id"
+"""Where the WORKING event of a one-statement begin takes the row's context (never an id)."""
 
 _ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
 """The state of a task whose calls may wait for the caller's decisions."""
@@ -305,6 +335,34 @@ class TurnStarts(StoreBase):
         """The task's generation (A2A 1.1 draft): 1 when created, one more per event since."""
         (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return int(seq) + 1
+
+    def _begin_at_once(self, task_id: str) -> tuple[Any, ...] | None:
+        """PostgreSQL: a turn's begin in one statement, its own transaction (one round trip
+        instead of five): the guarded move to WORKING, its WORKING event and the notice of it,
+        and the task's messages for its snapshot. Returns the row as `begin_turn`'s `UPDATE`
+        returns it, then the message bodies newest first; `None` if the task is not SUBMITTED.
+        The event is `_working_event`'s, encoded here; its context is the row's, spliced in by
+        PostgreSQL as a JSON string."""
+        stamp = now_us()
+        working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
+        event = TaskStatusUpdateEvent(task_id, _CONTEXT_SLOT, working)
+        body = dump(StreamResponse(status_update=event))
+        row = self._sql(
+            f"WITH begun AS ({BEGIN_TURN}),"
+            " event AS (INSERT INTO task_events (task_id, seq, body, created_ts)"
+            " SELECT id, event_seq, replace(?, ?, to_json(context_id)::text), ? FROM begun)"
+            " SELECT begun.*, pg_notify(?, id),"
+            " ARRAY(SELECT body FROM messages WHERE task_id = begun.id ORDER BY seq DESC)"
+            " FROM begun",
+            (
+                *begin_turn_arguments(task_id, stamp),
+                body, f'"{_CONTEXT_SLOT}"', stamp, EVENTS_CHANNEL,
+            ),
+        ).fetchone()  # fmt: skip
+        if row is None:
+            return None
+        *columns, _notified, newest_first = row
+        return (*columns, newest_first)
 
     def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
         """Write the WORKING event a turn's begin reports, as event `seq` (the number the

@@ -35,7 +35,12 @@ from looping_core.store._rows import (
     now_us,
     timestamp,
 )
-from looping_core.store._turn_starts import BegunTurn, TurnStarts
+from looping_core.store._turn_starts import (
+    BEGIN_TURN,
+    BegunTurn,
+    TurnStarts,
+    begin_turn_arguments,
+)
 
 __all__ = ["TurnEnd", "Turns"]
 
@@ -307,28 +312,29 @@ class Turns(TurnStarts):
             stamp = now_us()
             with self._db.write():
                 # It returns what the snapshot needs too: no read of the row it just wrote.
-                row = self._sql(
-                    "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
-                    " WHERE id = ? AND state = ? RETURNING event_seq, tenant, issuer, subject,"
-                    " turn_message, id, context_id, state, status_message, status_ts, metadata,"
-                    " reply_in_status",
-                    (
-                        TaskState.TASK_STATE_WORKING.value,
-                        stamp,
-                        task_id,
-                        TaskState.TASK_STATE_SUBMITTED.value,
-                    ),
-                ).fetchone()
+                row = self._sql(BEGIN_TURN, begin_turn_arguments(task_id, stamp)).fetchone()
                 if row is None:
                     return None
-                seq, tenant, issuer, subject, turn_message, *columns = row
-                head = Head(*columns)
-                self._working_event(task_id, head.context_id, int(seq), stamp)
-                task = self._snapshot(task_id, None, include_artifacts=False, head=head)
-                caller = Identity(tenant, issuer, subject)
-                return BegunTurn(task, caller, _turn_message(task, turn_message))
+                self._working_event(task_id, row[6], int(row[0]), stamp)
+                return begun_from(row)
 
-        begun = await self._db.run(begin)
+        def begin_at_once() -> BegunTurn | None:
+            row = self._begin_at_once(task_id)
+            return None if row is None else begun_from(row[:-1], newest_first=row[-1])
+
+        def begun_from(row: Sequence[Any], newest_first: Sequence[str] | None = None) -> BegunTurn:
+            _seq, tenant, issuer, subject, turn_message, *columns = row
+            task = self._snapshot(
+                task_id, None, include_artifacts=False, head=Head(*columns),
+                newest_first=newest_first,
+            )  # fmt: skip
+            caller = Identity(tenant, issuer, subject)
+            return BegunTurn(task, caller, _turn_message(task, turn_message))
+
+        if self._one_statement_writes:
+            begun = await self._db.run_alone(begin_at_once)
+        else:
+            begun = await self._db.run(begin)
         if begun is not None:
             self._events.events_written(task_id)
         return begun
