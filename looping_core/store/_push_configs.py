@@ -18,7 +18,20 @@ from looping_core.store._models import PushConfigRow, PushOutbox
 from looping_core.store._rows import StoreBase, dump
 from looping_core.store._secrets import PushSecrets
 
+PUSH_CONFIG_INSERT = (
+    "INSERT INTO push_configs (task_id, config_id, body, secrets_key, target_checked,"
+    " undeliverable)"
+)
+PUSH_CONFIG_REPLACING = (
+    "ON CONFLICT (task_id, config_id) DO UPDATE SET body = excluded.body,"
+    " secrets_key = excluded.secrets_key, target_checked = excluded.target_checked,"
+    " undeliverable = NULL"
+)
+"""A config written again with the same id replaces the one there."""
+
 __all__ = [
+    "PUSH_CONFIG_INSERT",
+    "PUSH_CONFIG_REPLACING",
     "PushConfigs",
     "opened_settings",
     "sealed_config",
@@ -119,17 +132,19 @@ class PushConfigs(StoreBase):
     def write_push_config(
         self, task_id: str, config: TaskPushNotificationConfig
     ) -> TaskPushNotificationConfig:
+        stored, row = self.push_config_row(task_id, config)
+        self._sql(f"{PUSH_CONFIG_INSERT} VALUES (?, ?, ?, ?, ?, NULL) {PUSH_CONFIG_REPLACING}", row)
+        return stored
+
+    def push_config_row(
+        self, task_id: str, config: TaskPushNotificationConfig
+    ) -> tuple[TaskPushNotificationConfig, tuple[Any, ...]]:
+        """The config as stored, and its row's first five values (`PUSH_CONFIG_INSERT`; the
+        sixth, `undeliverable`, is NULL): sealed, with its target checked."""
         stored = attrs.evolve(config, task_id=task_id, id=config.id or str(uuid4()), tenant="")
         sealed, key_id = sealed_config(self._secrets, stored)
         # The edge checked its target (`check_push_config`): the one check it gets.
-        self._sql(
-            "INSERT INTO push_configs (task_id, config_id, body, secrets_key, target_checked,"
-            " undeliverable) VALUES (?, ?, ?, ?, ?, NULL) ON CONFLICT (task_id, config_id) DO"
-            " UPDATE SET body = excluded.body, secrets_key = excluded.secrets_key,"
-            " target_checked = excluded.target_checked, undeliverable = NULL",
-            (task_id, stored.id, dump(sealed), key_id, True),
-        )
-        return stored
+        return stored, (task_id, stored.id, dump(sealed), key_id, True)
 
     async def get_push_config(
         self, caller: Identity, task_id: str, config_id: str

@@ -32,7 +32,7 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import Events
-from looping_core.store._notify import EVENTS_CHANNEL
+from looping_core.store._one_statement import accept_at_once, begin_at_once
 from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
@@ -46,36 +46,7 @@ from looping_core.store._rows import (
     timestamp,
 )
 
-__all__ = [
-    "BEGIN_TURN",
-    "BegunTurn",
-    "TurnLimits",
-    "TurnStart",
-    "TurnStarts",
-    "begin_turn_arguments",
-]
-
-BEGIN_TURN = (
-    "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
-    " WHERE id = ? AND state = ? RETURNING event_seq, tenant, issuer, subject,"
-    " turn_message, id, context_id, state, status_message, status_ts, metadata,"
-    " reply_in_status"
-)
-"""A turn's begin: the guarded move from SUBMITTED to WORKING, returning the number of its
-WORKING event, the owner, the message that began it, and the columns of a snapshot (`Head`)."""
-
-
-def begin_turn_arguments(task_id: str, stamp: int) -> tuple[Any, ...]:
-    return (
-        TaskState.TASK_STATE_WORKING.value,
-        stamp,
-        task_id,
-        TaskState.TASK_STATE_SUBMITTED.value,
-    )
-
-
-_CONTEXT_SLOT = "looping:context-id"
-"""Where the WORKING event of a one-statement begin takes the row's context (never an id)."""
+__all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
 
 _ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
 """The state of a task whose calls may wait for the caller's decisions."""
@@ -183,6 +154,11 @@ class TurnStarts(StoreBase):
             self._start_turn, caller, message, push, begin=begin, limits=limits,
             decisions=decisions, generations=generations, if_generation=if_generation,
         )  # fmt: skip
+        if self._one_statement_writes and not (begin or message.task_id):
+            accept = functools.partial(
+                self._accept_at_once, caller, message, push, limits=limits,
+                generations=generations,
+            )  # fmt: skip
         try:
             start = await self._db.run(accept)
         except peewee.IntegrityError:
@@ -295,9 +271,82 @@ class TurnStarts(StoreBase):
             begun = BegunTurn(attrs.evolve(task, status=working), caller, message.message_id)
             return TurnStart(task, True, begun=begun)
 
+    def _accept_at_once(
+        self,
+        caller: Identity,
+        message: Message,
+        push: TaskPushNotificationConfig | None,
+        *,
+        limits: TurnLimits,
+        generations: bool,
+    ) -> TurnStart:
+        """PostgreSQL, a new task with no slot held: `_start_turn`'s new task, with its limits'
+        count, its message and its push config in one statement (`accept_at_once`), then its
+        job's defer, in one transaction. The same outcomes: a duplicate returns its task (even
+        past a limit); a turn past a limit is refused, and nothing is written."""
+        scope = (caller.tenant, caller.issuer, caller.subject)
+        with self._db.write():
+            return self._accept_new(message, push, scope, limits=limits, generations=generations)
+
+    def _accept_new(
+        self,
+        message: Message,
+        push: TaskPushNotificationConfig | None,
+        scope: tuple[str, str, str],
+        *,
+        limits: TurnLimits,
+        generations: bool,
+    ) -> TurnStart:
+        stamp = now_us()
+        try:
+            self._within_budget(limits, scope, stamp)
+        except BudgetSpent:
+            duplicate = self._first_turn_of(scope, message.message_id, generations)
+            if duplicate is None:
+                raise
+            return duplicate
+        task_id = new_id()
+        context_id = message.context_id or new_id()
+        stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
+        config = None
+        if push is not None:  # without an id it takes the task's (see `_start_turn`)
+            pushed = attrs.evolve(push, id=push.id or task_id)
+            config = self._push_configs.push_config_row(task_id, pushed)[1]
+        submitted = TaskState.TASK_STATE_SUBMITTED
+        task_row = (
+            task_id, *scope, context_id, submitted.value, stamp, stamp, self._node, self._worker,
+            message.message_id, 0, *scope, message.message_id,
+        )  # fmt: skip
+        message_row = (task_id, *scope, message.message_id, dump(stored), False)
+        statement = accept_at_once(
+            task_row, message_row, config, counted=limits.counted, caller_limit=limits.caller,
+            tenant_limit=limits.tenant,
+        )  # fmt: skip
+        tenant_turns, caller_turns, written = self._sql(*statement).fetchone()
+        if not written:
+            duplicate = self._first_turn_of(scope, message.message_id, generations)
+            if duplicate is not None:
+                return duplicate
+            _check_turns(limits, tenant_turns, caller_turns)
+            raise peewee.IntegrityError("the message's task is gone; try again")  # as after a race
+        self._queue_turn(task_id, -int(tenant_turns), new_task=True)
+        status = TaskStatus(state=submitted, timestamp=timestamp(stamp))
+        task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
+        return TurnStart(task, True)
+
     def _within(self, limits: TurnLimits, scope: tuple[str, str, str], stamp: int) -> int:
         """Check that one more turn is within `limits` (`BudgetSpent`, `TooManyTurns` if not);
         its job's priority: minus the tenant's unsettled turns."""
+        self._within_budget(limits, scope, stamp)
+        if not limits.counted:
+            return 0
+        tenant, issuer, subject = scope
+        tenant_turns, caller_turns = self._sql(_UNSETTLED, (issuer, subject, tenant)).fetchone()
+        _check_turns(limits, tenant_turns, caller_turns)
+        return -int(tenant_turns)
+
+    def _within_budget(self, limits: TurnLimits, scope: tuple[str, str, str], stamp: int) -> None:
+        """`BudgetSpent` if the caller's turns spent its daily budget."""
         if limits.caller_daily_cost > 0:
             day, into_day = divmod(stamp, DAY_US)
             row = self._sql(_SPENT_TODAY, (*scope, day)).fetchone()
@@ -305,15 +354,6 @@ class TurnStarts(StoreBase):
             if spent >= limits.caller_daily_cost:
                 seconds_left = max(1, -(-(DAY_US - into_day) // 1_000_000))
                 raise BudgetSpent(limits.caller_daily_cost, spent, seconds_left)
-        if not limits.counted:
-            return 0
-        tenant, issuer, subject = scope
-        tenant_turns, caller_turns = self._sql(_UNSETTLED, (issuer, subject, tenant)).fetchone()
-        if limits.caller and caller_turns >= limits.caller:
-            raise TooManyTurns("caller", limits.caller)
-        if limits.tenant and tenant_turns >= limits.tenant:
-            raise TooManyTurns("tenant", limits.tenant)
-        return -int(tenant_turns)
 
     def _first_turn_of(
         self, scope: tuple[str, str, str], message_id: str, generations: bool = False
@@ -337,28 +377,10 @@ class TurnStarts(StoreBase):
         return int(seq) + 1
 
     def _begin_at_once(self, task_id: str) -> tuple[Any, ...] | None:
-        """PostgreSQL: a turn's begin in one statement, its own transaction (one round trip
-        instead of five): the guarded move to WORKING, its WORKING event and the notice of it,
-        and the task's messages for its snapshot. Returns the row as `begin_turn`'s `UPDATE`
-        returns it, then the message bodies newest first; `None` if the task is not SUBMITTED.
-        The event is `_working_event`'s, encoded here; its context is the row's, spliced in by
-        PostgreSQL as a JSON string."""
-        stamp = now_us()
-        working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
-        event = TaskStatusUpdateEvent(task_id, _CONTEXT_SLOT, working)
-        body = dump(StreamResponse(status_update=event))
-        row = self._sql(
-            f"WITH begun AS ({BEGIN_TURN}),"
-            " event AS (INSERT INTO task_events (task_id, seq, body, created_ts)"
-            " SELECT id, event_seq, replace(?, ?, to_json(context_id)::text), ? FROM begun)"
-            " SELECT begun.*, pg_notify(?, id),"
-            " ARRAY(SELECT body FROM messages WHERE task_id = begun.id ORDER BY seq DESC)"
-            " FROM begun",
-            (
-                *begin_turn_arguments(task_id, stamp),
-                body, f'"{_CONTEXT_SLOT}"', stamp, EVENTS_CHANNEL,
-            ),
-        ).fetchone()  # fmt: skip
+        """PostgreSQL: a turn's begin in one statement (`begin_at_once`). Returns the row as
+        `BEGIN_TURN` returns it, then the message bodies newest first; `None` if the task is not
+        SUBMITTED."""
+        row = self._sql(*begin_at_once(task_id, now_us())).fetchone()
         if row is None:
             return None
         *columns, _notified, newest_first = row
@@ -401,3 +423,11 @@ class TurnStarts(StoreBase):
             raise TurnRefused(
                 "The task is in a terminal state; start a new task in the same context"
             )
+
+
+def _check_turns(limits: TurnLimits, tenant_turns: int, caller_turns: int) -> None:
+    """`TooManyTurns` if one more turn would pass the caller's limit, then the tenant's."""
+    if limits.caller and caller_turns >= limits.caller:
+        raise TooManyTurns("caller", limits.caller)
+    if limits.tenant and tenant_turns >= limits.tenant:
+        raise TooManyTurns("tenant", limits.tenant)

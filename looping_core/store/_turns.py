@@ -26,6 +26,7 @@ from looping_core.a2a import (
 from looping_core.contract import Identity
 from looping_core.store._errors import TaskNotCancelable
 from looping_core.store._jobs import JobTicket
+from looping_core.store._one_statement import BEGIN_TURN, begin_turn_arguments
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._rows import (
     DAY_US,
@@ -35,12 +36,7 @@ from looping_core.store._rows import (
     now_us,
     timestamp,
 )
-from looping_core.store._turn_starts import (
-    BEGIN_TURN,
-    BegunTurn,
-    TurnStarts,
-    begin_turn_arguments,
-)
+from looping_core.store._turn_starts import BegunTurn, TurnStarts
 
 __all__ = ["TurnEnd", "Turns"]
 

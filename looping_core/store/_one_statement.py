@@ -1,0 +1,111 @@
+"""PostgreSQL's one-statement writes: several of a write's statements sent as one (a
+data-modifying `WITH`), where later ones need nothing from earlier ones but what SQL itself can
+pass on. A statement costs PostgreSQL about 40 µs of CPU and the store's thread about 50 µs
+besides its work (`docs/benchmarks.md`), so the hottest writes of the job engine's turn are
+built here: a turn's begin (its own transaction), and a new task's accept (with its push config,
+in the transaction that defers its job). SQLite runs each statement in-process, group-committed:
+its writes stay as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from looping_core.a2a import StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent
+from looping_core.store._notify import EVENTS_CHANNEL
+from looping_core.store._push_configs import PUSH_CONFIG_INSERT, PUSH_CONFIG_REPLACING
+from looping_core.store._rows import RUNNING, dump, timestamp
+
+__all__ = ["BEGIN_TURN", "accept_at_once", "begin_at_once", "begin_turn_arguments"]
+
+BEGIN_TURN = (
+    "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
+    " WHERE id = ? AND state = ? RETURNING event_seq, tenant, issuer, subject,"
+    " turn_message, id, context_id, state, status_message, status_ts, metadata,"
+    " reply_in_status"
+)
+"""A turn's begin: the guarded move from SUBMITTED to WORKING, returning the number of its
+WORKING event, the owner, the message that began it, and the columns of a snapshot (`Head`)."""
+
+_CONTEXT_SLOT = "looping:context-id"
+"""Where the WORKING event of a one-statement begin takes the row's context (never an id)."""
+
+
+def begin_turn_arguments(task_id: str, stamp: int) -> tuple[Any, ...]:
+    return (
+        TaskState.TASK_STATE_WORKING.value,
+        stamp,
+        task_id,
+        TaskState.TASK_STATE_SUBMITTED.value,
+    )
+
+
+def begin_at_once(task_id: str, stamp: int) -> tuple[str, tuple[Any, ...]]:
+    """A turn's begin as one statement, its own transaction: `BEGIN_TURN`, its WORKING event
+    (`TurnStarts._working_event`'s, encoded here; its context is the row's, spliced in by
+    PostgreSQL as a JSON string) and the notice of it, and the task's messages, newest first,
+    for its snapshot. Its row: `BEGIN_TURN`'s columns, the notice's (void), the bodies."""
+    working = TaskStatus(TaskState.TASK_STATE_WORKING, timestamp=timestamp(stamp))
+    event = TaskStatusUpdateEvent(task_id, _CONTEXT_SLOT, working)
+    body = dump(StreamResponse(status_update=event))
+    statement = (
+        f"WITH begun AS ({BEGIN_TURN}),"
+        " event AS (INSERT INTO task_events (task_id, seq, body, created_ts)"
+        " SELECT id, event_seq, replace(?, ?, to_json(context_id)::text), ? FROM begun)"
+        " SELECT begun.*, pg_notify(?, id),"
+        " ARRAY(SELECT body FROM messages WHERE task_id = begun.id ORDER BY seq DESC)"
+        " FROM begun"
+    )
+    slot = f'"{_CONTEXT_SLOT}"'
+    return statement, (*begin_turn_arguments(task_id, stamp), body, slot, stamp, EVENTS_CHANNEL)
+
+
+_COUNTED = (
+    "SELECT COUNT(*) AS tenant_turns,"
+    " COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0) AS caller_turns"
+    f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
+)
+"""`_turn_starts._UNSETTLED`, its columns named (the same partial index serves it)."""
+
+
+def accept_at_once(
+    task: tuple[Any, ...],
+    message: tuple[Any, ...],
+    push_config: tuple[Any, ...] | None,
+    *,
+    counted: bool,
+    caller_limit: int,
+    tenant_limit: int,
+) -> tuple[str, tuple[Any, ...]]:
+    """A new task's accept as one statement: the count of the tenant's and the caller's
+    unsettled turns (when `counted`), the task (only if its message is new and the turn is
+    within both limits, 0 meaning none), its message and its push config. `task`: the
+    `tasks` row's 13 values, then (tenant, issuer, subject, messageId) for the check that the
+    message is new; `message`: the `messages` row's 7 values; `push_config`: the row's first
+    five (`PushConfigs.push_config_row`). Its row: the tenant's and the caller's unsettled
+    turns (0 when not `counted`), and whether the task was written."""
+    tenant, issuer, subject = task[1:4]
+    count = _COUNTED if counted else "SELECT 0 AS tenant_turns, 0 AS caller_turns"
+    count_arguments = (issuer, subject, tenant) if counted else ()
+    config = ""
+    config_arguments: tuple[Any, ...] = ()
+    if push_config is not None:
+        config = (
+            f", config AS ({PUSH_CONFIG_INSERT} SELECT ?, ?, ?, ?, ?, NULL FROM task"
+            f" {PUSH_CONFIG_REPLACING})"
+        )
+        config_arguments = push_config
+    statement = (
+        f"WITH counted AS ({count}),"
+        " task AS (INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
+        " status_message, status_ts, created_ts, node, worker, turn_message, event_seq)"
+        " SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ? FROM counted WHERE NOT EXISTS"
+        " (SELECT 1 FROM messages"
+        " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)"
+        " AND (? = 0 OR caller_turns < ?) AND (? = 0 OR tenant_turns < ?) RETURNING id),"
+        " message AS (INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body,"
+        f" joined) SELECT ?, ?, ?, ?, ?, ?, ? FROM task){config}"
+        " SELECT tenant_turns, caller_turns, EXISTS (SELECT 1 FROM task) FROM counted"
+    )
+    limits = (caller_limit, caller_limit, tenant_limit, tenant_limit)
+    return statement, (*count_arguments, *task, *limits, *message, *config_arguments)
