@@ -208,11 +208,8 @@ class TurnStarts(StoreBase):
             else:
                 try:
                     priority = self._within(limits, scope, stamp)
-                except (TooManyTurns, BudgetSpent):
-                    duplicate = self._first_turn_of(scope, message.message_id, generations)
-                    if duplicate is None:
-                        raise
-                    return duplicate
+                except (TooManyTurns, BudgetSpent) as refused:
+                    return self._duplicate_or(refused, scope, message.message_id, generations)
                 task_id = new_id()
                 context_id = message.context_id or new_id()
                 state = TaskState.TASK_STATE_WORKING if begin else TaskState.TASK_STATE_SUBMITTED
@@ -300,11 +297,8 @@ class TurnStarts(StoreBase):
         stamp = now_us()
         try:
             self._within_budget(limits, scope, stamp)
-        except BudgetSpent:
-            duplicate = self._first_turn_of(scope, message.message_id, generations)
-            if duplicate is None:
-                raise
-            return duplicate
+        except BudgetSpent as refused:
+            return self._duplicate_or(refused, scope, message.message_id, generations)
         task_id = new_id()
         context_id = message.context_id or new_id()
         stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
@@ -333,6 +327,16 @@ class TurnStarts(StoreBase):
         status = TaskStatus(state=submitted, timestamp=timestamp(stamp))
         task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
         return TurnStart(task, True)
+
+    def _duplicate_or(
+        self, refused: Exception, scope: tuple[str, str, str], message_id: str, generations: bool
+    ) -> TurnStart:
+        """A refused turn's message may be a duplicate: then it returns its first task, as a
+        retried send must; else `refused` is raised."""
+        duplicate = self._first_turn_of(scope, message_id, generations)
+        if duplicate is None:
+            raise refused
+        return duplicate
 
     def _within(self, limits: TurnLimits, scope: tuple[str, str, str], stamp: int) -> int:
         """Check that one more turn is within `limits` (`BudgetSpent`, `TooManyTurns` if not);

@@ -23,6 +23,7 @@ from looping_core.runner._engine_schema import apply_engine_schema
 from looping_core.store.internal import Database, JobTicket, TaskStore, bind, upgrade
 
 from support.engine import rows
+from support.statements import record_statements
 
 pytestmark = pytest.mark.usefixtures("postgres_url")
 
@@ -236,14 +237,7 @@ async def test_a_jobs_last_push_record_is_one_statement_that_records_and_finishe
         apply_engine_schema(connection)
     database = Database.from_url(postgres_url)
     await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
-    statements: list[str] = []
-    execute = database.execute
-
-    def counted(statement: str, params: tuple[object, ...] = ()) -> object:
-        statements.append(statement)
-        return execute(statement, params)
-
-    database.execute = counted  # type: ignore[method-assign]
+    statements = record_statements(database)
     store = TaskStore(database, jobs=EngineHooks())
     try:
         task = (await store.start_turn(CALLER, turn_message(), PUSH)).task

@@ -14,6 +14,8 @@ from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig
 from looping_core.contract import Identity
 from looping_core.store.internal import Database, TaskStore, TooManyTurns, TurnLimits
 
+from support.statements import record_statements
+
 ALICE = Identity("t", "https://gateway.example", "alice")
 BOB = Identity("t", "https://gateway.example", "bob")
 PUSH = TaskPushNotificationConfig(url="https://gateway.example/push", token="t0k")
@@ -24,14 +26,7 @@ def _message(text: str) -> Message:
 
 
 async def test_new_tasks_are_accepted_once_and_within_the_limits(database: Database) -> None:
-    statements: list[str] = []
-    execute = database.execute
-
-    def counted(statement: str, params: tuple[object, ...] = ()) -> object:
-        statements.append(statement)
-        return execute(statement, params)
-
-    database.execute = counted  # type: ignore[method-assign]
+    statements = record_statements(database)
     store = TaskStore(database)
     limits = TurnLimits(caller=2, tenant=3)
     first = _message("one")
@@ -67,7 +62,7 @@ async def test_new_tasks_are_accepted_once_and_within_the_limits(database: Datab
     # Nothing of the refused turns was written: three tasks, three messages, one config.
     def totals() -> tuple[int, ...]:
         return tuple(
-            int(execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+            int(database.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
             for table in ("tasks", "messages", "push_configs")
         )
 

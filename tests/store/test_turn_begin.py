@@ -14,6 +14,8 @@ from looping_core.a2a import Message, Part, Role, TaskState, to_wire
 from looping_core.contract import Identity
 from looping_core.store.internal import Database, TaskStore
 
+from support.statements import record_statements
+
 ALICE = Identity("t", "https://gateway.example", "alice")
 AWKWARD_CONTEXT = 'ctx "quoted" \\ back\u00e9 \u2028 \n'
 """A context a caller chose: quotes, a backslash, non-ASCII, a line separator, a newline."""
@@ -29,14 +31,7 @@ def _message(text: str, context_id: str = "") -> Message:
 async def test_a_begin_moves_to_working_writes_its_event_and_returns_the_task(
     database: Database,
 ) -> None:
-    statements: list[str] = []
-    execute = database.execute
-
-    def counted(statement: str, params: tuple[object, ...] = ()) -> object:
-        statements.append(statement)
-        return execute(statement, params)
-
-    database.execute = counted  # type: ignore[method-assign]
+    statements = record_statements(database)
     store = TaskStore(database)
     task = (await store.start_turn(ALICE, _message("hi", AWKWARD_CONTEXT), None)).task
     assert task.context_id == AWKWARD_CONTEXT
