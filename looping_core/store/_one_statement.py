@@ -16,7 +16,7 @@ from looping_core.store._notify import EVENTS_CHANNEL
 from looping_core.store._push_configs import PUSH_CONFIG_INSERT, PUSH_CONFIG_REPLACING
 from looping_core.store._rows import RUNNING, dump, timestamp
 
-__all__ = ["BEGIN_TURN", "accept_at_once", "begin_at_once", "begin_turn_arguments"]
+__all__ = ["BEGIN_TURN", "UNSETTLED", "accept_at_once", "begin_at_once", "begin_turn_arguments"]
 
 BEGIN_TURN = (
     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
@@ -60,12 +60,26 @@ def begin_at_once(task_id: str, stamp: int) -> tuple[str, tuple[Any, ...]]:
     return statement, (*begin_turn_arguments(task_id, stamp), body, slot, stamp, EVENTS_CHANNEL)
 
 
-_COUNTED = (
+NEW_TASK = (
+    "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state, status_message,"
+    " status_ts, created_ts, node, worker, turn_message, event_seq)"
+    " SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?"
+)
+"""A new task's row (12 values; no status message yet), selected so that it is written only
+`WHERE` its message is new (`MESSAGE_IS_NEW`)."""
+MESSAGE_IS_NEW = (
+    "NOT EXISTS (SELECT 1 FROM messages"
+    " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)"
+)
+
+UNSETTLED = (
     "SELECT COUNT(*) AS tenant_turns,"
     " COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0) AS caller_turns"
     f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
 )
-"""`_turn_starts._UNSETTLED`, its columns named (the same partial index serves it)."""
+"""A tenant's unsettled tasks, and its caller's among them (the turn limits' count, alone or in
+`accept_at_once`). The states are literals, as in the partial index `tasks_unsettled`
+(migration 12): a query with parameters there could not use it."""
 
 
 def accept_at_once(
@@ -79,13 +93,14 @@ def accept_at_once(
 ) -> tuple[str, tuple[Any, ...]]:
     """A new task's accept as one statement: the count of the tenant's and the caller's
     unsettled turns (when `counted`), the task (only if its message is new and the turn is
-    within both limits, 0 meaning none), its message and its push config. `task`: the
-    `tasks` row's 13 values, then (tenant, issuer, subject, messageId) for the check that the
-    message is new; `message`: the `messages` row's 7 values; `push_config`: the row's first
-    five (`PushConfigs.push_config_row`). Its row: the tenant's and the caller's unsettled
-    turns (0 when not `counted`), and whether the task was written."""
+    within both limits, 0 meaning none), its message and its push config. `task`: the `tasks`
+    row's 12 values (`status_message` is NULL; its owner and `turn_message` say which message
+    must be new); `message`: the `messages` row's 7 values; `push_config`: the row's first five
+    (`PushConfigs.push_config_row`). Its row: the tenant's and the caller's unsettled turns (0
+    when not `counted`), and whether the task was written."""
     tenant, issuer, subject = task[1:4]
-    count = _COUNTED if counted else "SELECT 0 AS tenant_turns, 0 AS caller_turns"
+    new_message = (tenant, issuer, subject, task[10])
+    count = UNSETTLED if counted else "SELECT 0 AS tenant_turns, 0 AS caller_turns"
     count_arguments = (issuer, subject, tenant) if counted else ()
     config = ""
     config_arguments: tuple[Any, ...] = ()
@@ -97,15 +112,12 @@ def accept_at_once(
         config_arguments = push_config
     statement = (
         f"WITH counted AS ({count}),"
-        " task AS (INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-        " status_message, status_ts, created_ts, node, worker, turn_message, event_seq)"
-        " SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ? FROM counted WHERE NOT EXISTS"
-        " (SELECT 1 FROM messages"
-        " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)"
+        f" task AS ({NEW_TASK} FROM counted WHERE {MESSAGE_IS_NEW}"
         " AND (? = 0 OR caller_turns < ?) AND (? = 0 OR tenant_turns < ?) RETURNING id),"
         " message AS (INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body,"
         f" joined) SELECT ?, ?, ?, ?, ?, ?, ? FROM task){config}"
         " SELECT tenant_turns, caller_turns, EXISTS (SELECT 1 FROM task) FROM counted"
     )
     limits = (caller_limit, caller_limit, tenant_limit, tenant_limit)
-    return statement, (*count_arguments, *task, *limits, *message, *config_arguments)
+    arguments = (*count_arguments, *task, *new_message, *limits, *message, *config_arguments)
+    return statement, arguments

@@ -32,7 +32,12 @@ from looping_core.store._errors import (
     TurnRefused,
 )
 from looping_core.store._events import Events
-from looping_core.store._one_statement import accept_at_once, begin_at_once
+from looping_core.store._one_statement import (
+    MESSAGE_IS_NEW,
+    NEW_TASK,
+    UNSETTLED,
+    accept_at_once,
+)
 from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
@@ -50,14 +55,6 @@ __all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
 
 _ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
 """The state of a task whose calls may wait for the caller's decisions."""
-
-_UNSETTLED = (
-    "SELECT COUNT(*), COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0)"
-    f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
-)
-"""A tenant's unsettled tasks, and its caller's among them. The states are literals, as in the
-partial index `tasks_unsettled` (migration 12): a query with parameters there could not use it."""
-
 
 _SPENT_TODAY = (
     "SELECT cost FROM caller_spend WHERE tenant = ? AND issuer = ? AND subject = ? AND day = ?"
@@ -217,11 +214,7 @@ class TurnStarts(StoreBase):
                 # the write are one statement (the unique index on messages still decides a
                 # race between two connections: IntegrityError, and `start_turn` tries again).
                 inserted = self._sql(
-                    "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state,"
-                    " status_message, status_ts, created_ts, node, worker, turn_message,"
-                    " event_seq) SELECT ?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
-                    " (SELECT 1 FROM messages"
-                    " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)",
+                    f"{NEW_TASK} WHERE {MESSAGE_IS_NEW}",
                     (
                         task_id,
                         *scope,
@@ -283,50 +276,40 @@ class TurnStarts(StoreBase):
         past a limit); a turn past a limit is refused, and nothing is written."""
         scope = (caller.tenant, caller.issuer, caller.subject)
         with self._db.write():
-            return self._accept_new(message, push, scope, limits=limits, generations=generations)
-
-    def _accept_new(
-        self,
-        message: Message,
-        push: TaskPushNotificationConfig | None,
-        scope: tuple[str, str, str],
-        *,
-        limits: TurnLimits,
-        generations: bool,
-    ) -> TurnStart:
-        stamp = now_us()
-        try:
-            self._within_budget(limits, scope, stamp)
-        except BudgetSpent as refused:
-            return self._duplicate_or(refused, scope, message.message_id, generations)
-        task_id = new_id()
-        context_id = message.context_id or new_id()
-        stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
-        config = None
-        if push is not None:  # without an id it takes the task's (see `_start_turn`)
-            pushed = attrs.evolve(push, id=push.id or task_id)
-            config = self._push_configs.push_config_row(task_id, pushed)[1]
-        submitted = TaskState.TASK_STATE_SUBMITTED
-        task_row = (
-            task_id, *scope, context_id, submitted.value, stamp, stamp, self._node, self._worker,
-            message.message_id, 0, *scope, message.message_id,
-        )  # fmt: skip
-        message_row = (task_id, *scope, message.message_id, dump(stored), False)
-        statement = accept_at_once(
-            task_row, message_row, config, counted=limits.counted, caller_limit=limits.caller,
-            tenant_limit=limits.tenant,
-        )  # fmt: skip
-        tenant_turns, caller_turns, written = self._sql(*statement).fetchone()
-        if not written:
-            duplicate = self._first_turn_of(scope, message.message_id, generations)
-            if duplicate is not None:
-                return duplicate
-            _check_turns(limits, tenant_turns, caller_turns)
-            raise peewee.IntegrityError("the message's task is gone; try again")  # as after a race
-        self._queue_turn(task_id, -int(tenant_turns), new_task=True)
-        status = TaskStatus(state=submitted, timestamp=timestamp(stamp))
-        task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
-        return TurnStart(task, True)
+            stamp = now_us()
+            try:
+                self._within_budget(limits, scope, stamp)
+            except BudgetSpent as refused:
+                return self._duplicate_or(refused, scope, message.message_id, generations)
+            task_id = new_id()
+            context_id = message.context_id or new_id()
+            stored = attrs.evolve(message, task_id=task_id, context_id=context_id)
+            config = None
+            if push is not None:  # without an id it takes the task's (see `_start_turn`)
+                pushed = attrs.evolve(push, id=push.id or task_id)
+                config = self._push_configs.push_config_row(task_id, pushed)[1]
+            submitted = TaskState.TASK_STATE_SUBMITTED
+            task_row = (
+                task_id, *scope, context_id, submitted.value, stamp, stamp, self._node,
+                self._worker, message.message_id, 0,
+            )  # fmt: skip
+            message_row = (task_id, *scope, message.message_id, dump(stored), False)
+            statement = accept_at_once(
+                task_row, message_row, config, counted=limits.counted, caller_limit=limits.caller,
+                tenant_limit=limits.tenant,
+            )  # fmt: skip
+            tenant_turns, caller_turns, written = self._sql(*statement).fetchone()
+            if not written:  # a duplicate, a turn past a limit, or a task pruned meanwhile
+                duplicate = self._first_turn_of(scope, message.message_id, generations)
+                if duplicate is not None:
+                    return duplicate
+                _check_turns(limits, tenant_turns, caller_turns)
+                # Its message's task was pruned in between: as after a race, tried again.
+                raise peewee.IntegrityError("the message's task is gone; try again")
+            self._queue_turn(task_id, -int(tenant_turns), new_task=True)
+            status = TaskStatus(state=submitted, timestamp=timestamp(stamp))
+            task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
+            return TurnStart(task, True)
 
     def _duplicate_or(
         self, refused: Exception, scope: tuple[str, str, str], message_id: str, generations: bool
@@ -345,7 +328,7 @@ class TurnStarts(StoreBase):
         if not limits.counted:
             return 0
         tenant, issuer, subject = scope
-        tenant_turns, caller_turns = self._sql(_UNSETTLED, (issuer, subject, tenant)).fetchone()
+        tenant_turns, caller_turns = self._sql(UNSETTLED, (issuer, subject, tenant)).fetchone()
         _check_turns(limits, tenant_turns, caller_turns)
         return -int(tenant_turns)
 
@@ -379,16 +362,6 @@ class TurnStarts(StoreBase):
         """The task's generation (A2A 1.1 draft): 1 when created, one more per event since."""
         (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return int(seq) + 1
-
-    def _begin_at_once(self, task_id: str) -> tuple[Any, ...] | None:
-        """PostgreSQL: a turn's begin in one statement (`begin_at_once`). Returns the row as
-        `BEGIN_TURN` returns it, then the message bodies newest first; `None` if the task is not
-        SUBMITTED."""
-        row = self._sql(*begin_at_once(task_id, now_us())).fetchone()
-        if row is None:
-            return None
-        *columns, _notified, newest_first = row
-        return (*columns, newest_first)
 
     def _working_event(self, task_id: str, context_id: str, seq: int, stamp: int) -> TaskStatus:
         """Write the WORKING event a turn's begin reports, as event `seq` (the number the

@@ -27,6 +27,7 @@ from looping_core.contract import Identity
 from looping_core.store._errors import TaskNotCancelable
 from looping_core.store._jobs import JobTicket
 from looping_core.store._one_statement import BEGIN_TURN, begin_turn_arguments
+from looping_core.store._one_statement import begin_at_once as begin_at_once_statement
 from looping_core.store._outbox import OutboxItem
 from looping_core.store._rows import (
     DAY_US,
@@ -315,8 +316,11 @@ class Turns(TurnStarts):
                 return begun_from(row)
 
         def begin_at_once() -> BegunTurn | None:
-            row = self._begin_at_once(task_id)
-            return None if row is None else begun_from(row[:-1], newest_first=row[-1])
+            row = self._sql(*begin_at_once_statement(task_id, now_us())).fetchone()
+            if row is None:
+                return None
+            *columns, _notified, newest_first = row
+            return begun_from(columns, newest_first=newest_first)
 
         def begun_from(row: Sequence[Any], newest_first: Sequence[str] | None = None) -> BegunTurn:
             _seq, tenant, issuer, subject, turn_message, *columns = row
