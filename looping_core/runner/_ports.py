@@ -48,6 +48,7 @@ class TurnRecords(TaskStates, Protocol):
         answer_with_message: bool = False,
         job: JobTicket | None = None,
         spent: float | None = None,
+        context_id: str | None = None,
     ) -> TurnEnd: ...
     async def transition(
         self,

@@ -377,6 +377,7 @@ class TurnDriver:
             answer_with_message=result.direct_message and result.outcome in _ENDINGS,
             job=job,
             spent=turn_cost(result.metadata),
+            context_id=task.context_id,
         )
         # Shielded: a worker stopping for the outage must not take the agent's answer with it.
         ending = asyncio.ensure_future(patiently(write))

@@ -2,21 +2,37 @@
 data-modifying `WITH`), where later ones need nothing from earlier ones but what SQL itself can
 pass on. A statement costs PostgreSQL about 40 µs of CPU and the store's thread about 50 µs
 besides its work (`docs/benchmarks.md`), so the hottest writes of the job engine's turn are
-built here: a turn's begin (its own transaction), and a new task's accept (with its push config,
-in the transaction that defers its job). SQLite runs each statement in-process, group-committed:
+built here: a turn's begin (its own transaction), a new task's accept (with its push config,
+in the transaction that defers its job), and a turn's end (all but its pushes, which need the
+configs' secrets opened in Python). SQLite runs each statement in-process, group-committed:
 its writes stay as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import attrs
 
 from looping_core.a2a import StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent
 from looping_core.store._notify import EVENTS_CHANNEL
 from looping_core.store._push_configs import PUSH_CONFIG_INSERT, PUSH_CONFIG_REPLACING
-from looping_core.store._rows import RUNNING, dump, timestamp
+from looping_core.store._rows import DAY_US, RUNNING, dump, timestamp
 
-__all__ = ["BEGIN_TURN", "UNSETTLED", "accept_at_once", "begin_at_once", "begin_turn_arguments"]
+__all__ = [
+    "ARTIFACT_UPSERT",
+    "BEGIN_TURN",
+    "SPEND_ADDED",
+    "TURN_END",
+    "UNSEEN_FOLLOW_UP",
+    "UNSETTLED",
+    "EndWrite",
+    "accept_at_once",
+    "begin_at_once",
+    "begin_turn_arguments",
+    "end_at_once",
+]
 
 BEGIN_TURN = (
     "UPDATE tasks SET state = ?, status_ts = ?, event_seq = event_seq + 1"
@@ -121,3 +137,121 @@ def accept_at_once(
     limits = (caller_limit, caller_limit, tenant_limit, tenant_limit)
     arguments = (*count_arguments, *task, *new_message, *limits, *message, *config_arguments)
     return statement, arguments
+
+
+TURN_END = (
+    "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
+    " metadata = COALESCE(?, metadata), answer = CASE WHEN ? THEN 'message' ELSE answer END,"
+    " reply_in_status = ?, event_seq = event_seq + ?"
+)
+"""A change of a task's state, its status, metadata and answer, taking the numbers of the
+events it reports (7 values; the guard is the caller's `WHERE`)."""
+UNSEEN_FOLLOW_UP = (
+    " AND NOT EXISTS (SELECT 1 FROM messages WHERE task_id = tasks.id AND joined"
+    " AND seq > (SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?))"
+)
+"""The guard that no follow-up joined after the message `?` (the last one a turn took)."""
+SPEND_ADDED = (
+    " ON CONFLICT (tenant, issuer, subject, day) DO UPDATE SET cost = caller_spend.cost"
+    " + excluded.cost"
+)
+"""A turn's cost added to its caller's spend of the day (the tail of an `INSERT INTO
+caller_spend (tenant, issuer, subject, day, cost)`)."""
+ARTIFACT_UPSERT = (
+    "INSERT INTO artifacts (task_id, artifact_id, body) {rows}"
+    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body"
+)
+"""An artifact written again under its id keeps its place (`seq`) and takes the new body."""
+
+
+@attrs.frozen
+class EndWrite:
+    """A turn's end as one write, every value encoded: what `end_at_once` sends."""
+
+    task_id: str
+    context_id: str
+    """The task's, as its caller knows it: the write is guarded on it."""
+    to: TaskState
+    allowed_from: tuple[TaskState, ...]
+    stamp: int
+    status_message: str | None
+    """Its JSON, addressed to the task."""
+    metadata: str | None
+    answer_with_message: bool
+    reply_in_status: bool
+    reply: tuple[str, str] | None
+    """The reply kept in the history: its messageId and JSON."""
+    artifacts: Mapping[str, str]
+    """Each artifact's JSON by id, in the order of their first writing (the last body of an id
+    written twice)."""
+    events: Sequence[str]
+    taken_through: str | None
+    spent: float | None
+    with_configs: bool
+    """Whether its row carries the task's push configs (a state that is pushed)."""
+
+
+def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
+    """A turn's end as one statement: the guarded change (`TURN_END`, guarded on the task's
+    state, its context and, with `taken_through`, `UNSEEN_FOLLOW_UP`), the spend, the reply,
+    the artifacts, the events numbered from the change's and their notice. Its row: the last
+    event's number, the metadata the task has now, whether it had artifacts before, and (when
+    `with_configs`) its push configs as JSON (`[config_id, body, target_checked,
+    undeliverable]` each, in order); none when the guard refused."""
+    marks = ", ".join("?" * len(end.allowed_from))
+    unseen = UNSEEN_FOLLOW_UP if end.taken_through is not None else ""
+    parts = [
+        f"WITH changed AS ({TURN_END} WHERE id = ? AND context_id = ? AND state IN ({marks})"
+        f"{unseen} RETURNING id, event_seq, tenant, issuer, subject, metadata,"
+        " EXISTS (SELECT 1 FROM artifacts WHERE task_id = tasks.id) AS had_artifacts)"
+    ]
+    arguments: list[Any] = [
+        end.to.value,
+        end.status_message,
+        end.stamp,
+        end.metadata,
+        end.answer_with_message,
+        end.reply_in_status,
+        len(end.events),
+        end.task_id,
+        end.context_id,
+        *(state.value for state in end.allowed_from),
+    ]
+    if end.taken_through is not None:
+        arguments.append(end.taken_through)
+    if end.spent:
+        parts.append(
+            "spend AS (INSERT INTO caller_spend (tenant, issuer, subject, day, cost)"
+            f" SELECT tenant, issuer, subject, ?, ? FROM changed{SPEND_ADDED})"
+        )
+        arguments += [end.stamp // DAY_US, end.spent]
+    if end.reply is not None:
+        parts.append(
+            "reply AS (INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+            " SELECT id, tenant, issuer, subject, ?, ? FROM changed)"
+        )
+        arguments += list(end.reply)
+    if end.artifacts:
+        rows = (
+            "SELECT changed.id, a.artifact_id, a.body FROM changed,"
+            " unnest(?::text[], ?::text[]) WITH ORDINALITY AS a(artifact_id, body, n) ORDER BY a.n"
+        )
+        parts.append(f"kept AS ({ARTIFACT_UPSERT.format(rows=rows)})")
+        arguments += [list(end.artifacts), list(end.artifacts.values())]
+    parts.append(
+        "events AS (INSERT INTO task_events (task_id, seq, body, created_ts)"
+        " SELECT changed.id, changed.event_seq - ? + e.n, e.body, ? FROM changed,"
+        " unnest(?::text[]) WITH ORDINALITY AS e(body, n))"
+    )
+    arguments += [len(end.events), end.stamp, list(end.events)]
+    configs = "NULL"
+    if end.with_configs:
+        configs = (
+            "(SELECT json_agg(json_build_array(config_id, body, target_checked, undeliverable)"
+            " ORDER BY seq) FROM push_configs WHERE task_id = changed.id)"
+        )
+    statement = (
+        f"{', '.join(parts)} SELECT event_seq, metadata, had_artifacts, {configs},"
+        " pg_notify(?, id) FROM changed"
+    )
+    return statement, (*arguments, EVENTS_CHANNEL)

@@ -99,17 +99,25 @@ class Outbox(StoreBase):
         return '{"task":{' + ",".join(fields) + "}}"
 
     def queue_pushes(
-        self, task_id: str, queued: list[OutboxItem], body: str, *, for_job: bool = False
+        self,
+        task_id: str,
+        queued: list[OutboxItem],
+        body: str,
+        *,
+        for_job: bool = False,
+        configs: Sequence[Sequence[Any]] | None = None,
     ) -> None:
         """Queue a push of `body` (a `StreamResponse`'s compact JSON) to each of the task's
         configs, and add each pending one to `queued`. Each gets a job of the job engine (if
         any) now, unless `for_job`: then the job making this write delivers them (a delivery to
-        try again is deferred then)."""
-        configs = self._sql(
-            "SELECT config_id, body, target_checked, undeliverable FROM push_configs"
-            " WHERE task_id = ? ORDER BY seq",
-            (task_id,),
-        ).fetchall()
+        try again is deferred then). `configs`: the configs' rows (`config_id`, `body`,
+        `target_checked`, `undeliverable`, in order), when the write read them already."""
+        if configs is None:
+            configs = self._sql(
+                "SELECT config_id, body, target_checked, undeliverable FROM push_configs"
+                " WHERE task_id = ? ORDER BY seq",
+                (task_id,),
+            ).fetchall()
         if not configs:
             return
         stamp = now_us()

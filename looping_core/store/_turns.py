@@ -12,45 +12,18 @@ from typing import Any
 
 import attrs
 
-from looping_core.a2a import (
-    TERMINAL_STATES,
-    Artifact,
-    Message,
-    Role,
-    Task,
-    TaskState,
-    TaskStatus,
-    from_wire,
-    to_wire,
-)
+from looping_core.a2a import Artifact, Message, Role, Task, TaskState, from_wire
 from looping_core.contract import Identity
 from looping_core.store._errors import TaskNotCancelable
+from looping_core.store._guarded_changes import GuardedChanges
 from looping_core.store._jobs import JobTicket
 from looping_core.store._one_statement import BEGIN_TURN, begin_turn_arguments
 from looping_core.store._one_statement import begin_at_once as begin_at_once_statement
 from looping_core.store._outbox import OutboxItem
-from looping_core.store._rows import (
-    DAY_US,
-    NON_TERMINAL,
-    Head,
-    compact,
-    now_us,
-    timestamp,
-)
-from looping_core.store._turn_starts import BegunTurn, TurnStarts
+from looping_core.store._rows import NON_TERMINAL, Head, compact, now_us
+from looping_core.store._turn_starts import BegunTurn
 
 __all__ = ["TurnEnd", "Turns"]
-
-_SPEND = (
-    "INSERT INTO caller_spend (tenant, issuer, subject, day, cost) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (tenant, issuer, subject, day) DO UPDATE SET cost = caller_spend.cost"
-    " + excluded.cost"
-)
-"""A turn's cost added to its caller's spend of the day."""
-_NOTIFY = TERMINAL_STATES | {
-    TaskState.TASK_STATE_INPUT_REQUIRED,
-    TaskState.TASK_STATE_AUTH_REQUIRED,
-}
 
 
 def _turn_message(task: Task, recorded: str | None) -> str:
@@ -59,14 +32,6 @@ def _turn_message(task: Task, recorded: str | None) -> str:
     if recorded is not None:
         return recorded
     return next(m.message_id for m in reversed(task.history) if m.role is Role.ROLE_USER)
-
-
-def _addressed(message: Message, task_id: str, context_id: str) -> Message:
-    return attrs.evolve(message, task_id=task_id, context_id=context_id)
-
-
-def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
-    return message.task_id != task_id or message.context_id != context_id
 
 
 @attrs.frozen
@@ -85,7 +50,7 @@ class TurnEnd:
     """Whether it finished the job (it won, and queued no push for the job to deliver)."""
 
 
-class Turns(TurnStarts):
+class Turns(GuardedChanges):
     """Every state change of a task after it was accepted, each one guarded write."""
 
     async def transition(
@@ -137,6 +102,7 @@ class Turns(TurnStarts):
         answer_with_message: bool = False,
         job: JobTicket | None = None,
         spent: float | None = None,
+        context_id: str | None = None,
     ) -> TurnEnd:
         """End a turn: move its WORKING task to `to`, unless a follow-up joined after
         `taken_through` (the last message the turn took: a turn never ends over a message it
@@ -146,7 +112,9 @@ class Turns(TurnStarts):
         transaction. `job`: the engine's job running the turn, which delivers the pushes
         (they get no job of their own) and is finished in this write if there are none.
         `spent`: what the turn's model calls cost, added to its caller's spend of the day (the
-        daily budget's count) in the same write.
+        daily budget's count) in the same write. `context_id`: the task's, when the caller
+        knows it (the begun turn's): on PostgreSQL the write is then two statements, one with
+        pushes to queue.
 
         Retried after its commit's answer was lost (`patiently`), it finds the task in `to`
         already: that counts as won, and its pushes are read back (`TurnEnd.pushes` is None).
@@ -168,6 +136,7 @@ class Turns(TurnStarts):
                 answer_with_message=answer_with_message,
                 for_job=job is not None,
                 spent=spent,
+                context_id=context_id,
             )
             if won:
                 finished = not queued and self._end_job(job)
@@ -186,119 +155,6 @@ class Turns(TurnStarts):
         """Whether the task is in `state` now (store thread)."""
         row = self._sql("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
         return row is not None and row[0] == state.value
-
-    def _transition(
-        self,
-        task_id: str,
-        to: TaskState,
-        queued: list[OutboxItem],
-        *,
-        allowed_from: tuple[TaskState, ...],
-        status_message: Message | None,
-        reply: Message | None,
-        artifacts: tuple[Artifact, ...],
-        metadata: Mapping[str, Any] | None = None,
-        taken_through: str | None = None,
-        answer_with_message: bool = False,
-        for_job: bool = False,
-        spent: float | None = None,
-    ) -> bool:
-        """The guarded write (store thread); the pushes it queues are added to `queued`."""
-        if to in TERMINAL_STATES:
-            allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
-        if not allowed_from:
-            return False
-        marks = ", ".join("?" * len(allowed_from))
-        unseen: str = ""
-        unseen_args: tuple[str, ...] = ()
-        if taken_through is not None:
-            unseen = (
-                " AND NOT EXISTS (SELECT 1 FROM messages WHERE task_id = tasks.id AND joined"
-                " AND seq > (SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?))"
-            )
-            unseen_args = (taken_through,)
-        stamp = now_us()
-        # Each message and artifact is turned into wire JSON once: its row, the task's status
-        # and the events share it.
-        message_wire = to_wire(status_message) if status_message else None
-        reply_wire = message_wire if reply == status_message else to_wire(reply) if reply else None
-        artifact_wires = [to_wire(artifact) for artifact in artifacts]
-        # A turn that ends with its reply as the status message keeps it once, on the row (it
-        # stays the status for good); a turn that stops for input stores it in the history,
-        # since the next turn replaces the status.
-        reply_in_status = reply is not None and reply == status_message and to in TERMINAL_STATES
-        with self._db.write():
-            # One guarded statement decides, and takes the numbers of the events it reports
-            # (each artifact, then the status).
-            row = self._sql(
-                "UPDATE tasks SET state = ?, status_message = ?, status_ts = ?,"
-                " metadata = COALESCE(?, metadata),"
-                " answer = CASE WHEN ? THEN 'message' ELSE answer END,"
-                " reply_in_status = ?, event_seq = event_seq + ?"
-                f" WHERE id = ? AND state IN ({marks}){unseen}"
-                " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
-                " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id),"
-                " EXISTS (SELECT 1 FROM artifacts WHERE task_id = tasks.id)",
-                (
-                    to.value,
-                    compact(message_wire) if message_wire else None,
-                    stamp,
-                    None if metadata is None else compact(dict(metadata)),
-                    answer_with_message and reply is not None,
-                    reply_in_status,
-                    len(artifacts) + 1,
-                    task_id,
-                    *(state.value for state in allowed_from),
-                    *unseen_args,
-                ),
-            ).fetchone()
-            if row is None:
-                return False
-            last, context_id, *owner, metadata_now, pushed, had_artifacts = row
-            if spent:
-                self._sql(_SPEND, (*owner, stamp // DAY_US, spent))
-            # The agent's messages carry their task and context, as A2A asks of a server's:
-            # the runner addresses them; here those of callers that could not.
-            if status_message and _unaddressed(status_message, task_id, context_id):
-                message_wire = to_wire(_addressed(status_message, task_id, context_id))
-                self._sql(
-                    "UPDATE tasks SET status_message = ? WHERE id = ?",
-                    (compact(message_wire), task_id),
-                )
-            if reply is not None and not reply_in_status:
-                if _unaddressed(reply, task_id, context_id):
-                    reply_wire = to_wire(_addressed(reply, task_id, context_id))
-                self._sql(
-                    "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (task_id, *owner, reply.message_id, compact(reply_wire)),
-                )
-            bodies = []
-            written: dict[str, str] = {}  # in their order of first writing, as `seq` keeps it
-            for artifact, wire in zip(artifacts, artifact_wires, strict=True):
-                written[artifact.artifact_id] = compact(wire)
-                self._sql(
-                    "INSERT INTO artifacts (task_id, artifact_id, body) VALUES (?, ?, ?)"
-                    " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body",
-                    (task_id, artifact.artifact_id, written[artifact.artifact_id]),
-                )
-                update = {"taskId": task_id, "contextId": context_id, "artifact": wire}
-                bodies.append(compact({"artifactUpdate": update}))
-            status = to_wire(TaskStatus(state=to, timestamp=timestamp(stamp)))
-            if message_wire:
-                status["message"] = message_wire
-            update = {"taskId": task_id, "contextId": context_id, "status": status}
-            bodies.append(compact({"statusUpdate": update}))
-            self._events.insert_events(task_id, int(last) - len(bodies) + 1, bodies, stamp)
-            if to in _NOTIFY and pushed:
-                # The task as this write left it, from the JSON this write holds (its artifacts
-                # too, unless an earlier turn stored some: those are read).
-                body = self._outbox.task_body(
-                    task_id, context_id, compact(status), metadata_now,
-                    artifacts=None if had_artifacts else list(written.values()),
-                )  # fmt: skip
-                self._outbox.queue_pushes(task_id, queued, body, for_job=for_job)
-            return True
 
     async def begin_turn(self, task_id: str) -> BegunTurn | None:
         """For the runner: move a SUBMITTED task to WORKING and return it with its owner and the

@@ -1,0 +1,273 @@
+"""A task's guarded state change, the write under every turn's end, cancel and next turn: one
+statement decides (the task must be in one of the allowed states), and the artifacts, the reply,
+the events and the pushes it reports are written in the same transaction. On PostgreSQL, when
+the caller knows the task's context, all but the pushes are one statement (`end_at_once`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from looping_core.a2a import TERMINAL_STATES, Artifact, Message, TaskState, TaskStatus, to_wire
+from looping_core.store._one_statement import (
+    ARTIFACT_UPSERT,
+    SPEND_ADDED,
+    TURN_END,
+    UNSEEN_FOLLOW_UP,
+    EndWrite,
+    end_at_once,
+)
+from looping_core.store._outbox import OutboxItem
+from looping_core.store._rows import DAY_US, compact, now_us, timestamp
+from looping_core.store._turn_starts import TurnStarts
+
+__all__ = ["GuardedChanges"]
+
+_SPEND = (
+    "INSERT INTO caller_spend (tenant, issuer, subject, day, cost)"
+    f" VALUES (?, ?, ?, ?, ?){SPEND_ADDED}"
+)
+"""A turn's cost added to its caller's spend of the day."""
+_ARTIFACT = ARTIFACT_UPSERT.format(rows="VALUES (?, ?, ?)")
+_NOTIFY = TERMINAL_STATES | {
+    TaskState.TASK_STATE_INPUT_REQUIRED,
+    TaskState.TASK_STATE_AUTH_REQUIRED,
+}
+
+
+def _addressed(message: Message, task_id: str, context_id: str) -> Message:
+    return attrs.evolve(message, task_id=task_id, context_id=context_id)
+
+
+def _unaddressed(message: Message, task_id: str, context_id: str) -> bool:
+    return message.task_id != task_id or message.context_id != context_id
+
+
+@attrs.frozen
+class _Encoded:
+    """A change's events and artifacts as JSON, each encoded once (its row, the task's status,
+    the events and the push share it)."""
+
+    artifacts: dict[str, str]
+    """By id, in the order of their first writing, as `seq` keeps them (an id written twice:
+    its last body)."""
+    bodies: list[str]
+    """The events: each artifact's update, then the status update."""
+    status: str
+
+
+@attrs.frozen
+class _Change:
+    """What a guarded write changes, before it is encoded."""
+
+    task_id: str
+    to: TaskState
+    stamp: int
+    status_message: Message | None
+    reply: Message | None
+    artifacts: tuple[Artifact, ...]
+    reply_in_status: bool
+
+    def encoded(self, context_id: str, message_wire: dict[str, Any] | None) -> _Encoded:
+        artifacts: dict[str, str] = {}
+        bodies = []
+        for artifact in self.artifacts:
+            wire = to_wire(artifact)
+            artifacts[artifact.artifact_id] = compact(wire)
+            update = {"taskId": self.task_id, "contextId": context_id, "artifact": wire}
+            bodies.append(compact({"artifactUpdate": update}))
+        status = to_wire(TaskStatus(state=self.to, timestamp=timestamp(self.stamp)))
+        if message_wire:
+            status["message"] = message_wire
+        update = {"taskId": self.task_id, "contextId": context_id, "status": status}
+        bodies.append(compact({"statusUpdate": update}))
+        return _Encoded(artifacts, bodies, compact(status))
+
+
+@attrs.frozen
+class _Changed:
+    """What a guarded write that won found and wrote."""
+
+    context_id: str
+    encoded: _Encoded
+    metadata: str | None
+    """The task's metadata now (JSON)."""
+    had_artifacts: bool
+    """Whether an earlier write stored artifacts of the task."""
+    configs: list[Any] | None
+    """The task's push configs (`Outbox.queue_pushes`), when the write read them; `None`:
+    it has none, or they are still to be read."""
+    pushed: bool
+
+
+class GuardedChanges(TurnStarts):
+    """The guarded change (store thread), a statement at a time or as one."""
+
+    def _transition(
+        self,
+        task_id: str,
+        to: TaskState,
+        queued: list[OutboxItem],
+        *,
+        allowed_from: tuple[TaskState, ...],
+        status_message: Message | None,
+        reply: Message | None,
+        artifacts: tuple[Artifact, ...],
+        metadata: Mapping[str, Any] | None = None,
+        taken_through: str | None = None,
+        answer_with_message: bool = False,
+        for_job: bool = False,
+        spent: float | None = None,
+        context_id: str | None = None,
+    ) -> bool:
+        """The guarded write (store thread); the pushes it queues are added to `queued`.
+        `context_id`: the task's, when the caller knows it: on PostgreSQL all but the pushes
+        are then one statement (`end_at_once`)."""
+        if to in TERMINAL_STATES:
+            allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
+        if not allowed_from:
+            return False
+        stamp = now_us()
+        # A turn that ends with its reply as the status message keeps it once, on the row (it
+        # stays the status for good); a turn that stops for input stores it in the history,
+        # since the next turn replaces the status.
+        reply_in_status = reply is not None and reply == status_message and to in TERMINAL_STATES
+        change = _Change(task_id, to, stamp, status_message, reply, artifacts, reply_in_status)
+        with self._db.write():
+            if context_id is not None and self._one_statement_writes:
+                row = self._change_at_once(
+                    change, context_id, allowed_from, metadata, taken_through,
+                    answer_with_message=answer_with_message, spent=spent,
+                )  # fmt: skip
+            else:
+                row = self._change(
+                    change, allowed_from, metadata, taken_through,
+                    answer_with_message=answer_with_message, spent=spent,
+                )  # fmt: skip
+            if row is None:
+                return False
+            if to in _NOTIFY and row.pushed:
+                # The task as this write left it, from the JSON this write holds (its artifacts
+                # too, unless an earlier turn stored some: those are read).
+                encoded = row.encoded
+                body = self._outbox.task_body(
+                    task_id, row.context_id, encoded.status, row.metadata,
+                    artifacts=None if row.had_artifacts else list(encoded.artifacts.values()),
+                )  # fmt: skip
+                self._outbox.queue_pushes(
+                    task_id, queued, body, for_job=for_job, configs=row.configs
+                )
+            return True
+
+    def _change(
+        self,
+        change: _Change,
+        allowed_from: tuple[TaskState, ...],
+        metadata: Mapping[str, Any] | None,
+        taken_through: str | None,
+        *,
+        answer_with_message: bool,
+        spent: float | None,
+    ) -> _Changed | None:
+        """The change a statement at a time: its context is learnt from the guarded write."""
+        task_id, status_message, reply = change.task_id, change.status_message, change.reply
+        # Each message and artifact is turned into wire JSON once: its row, the task's status
+        # and the events share it.
+        message_wire = to_wire(status_message) if status_message else None
+        reply_wire = message_wire if reply == status_message else to_wire(reply) if reply else None
+        # One guarded statement decides, and takes the numbers of the events it reports
+        # (each artifact, then the status).
+        marks = ", ".join("?" * len(allowed_from))
+        row = self._sql(
+            f"{TURN_END} WHERE id = ? AND state IN ({marks})"
+            f"{UNSEEN_FOLLOW_UP if taken_through is not None else ''}"
+            " RETURNING event_seq, context_id, tenant, issuer, subject, metadata,"
+            " EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id),"
+            " EXISTS (SELECT 1 FROM artifacts WHERE task_id = tasks.id)",
+            (
+                change.to.value,
+                compact(message_wire) if message_wire else None,
+                change.stamp,
+                None if metadata is None else compact(dict(metadata)),
+                answer_with_message and reply is not None,
+                change.reply_in_status,
+                len(change.artifacts) + 1,
+                task_id,
+                *(state.value for state in allowed_from),
+                *(() if taken_through is None else (taken_through,)),
+            ),
+        ).fetchone()
+        if row is None:
+            return None
+        last, context_id, *owner, metadata_now, pushed, had_artifacts = row
+        if spent:
+            self._sql(_SPEND, (*owner, change.stamp // DAY_US, spent))
+        # The agent's messages carry their task and context, as A2A asks of a server's: the
+        # runner addresses them; here those of callers that could not.
+        if status_message and _unaddressed(status_message, task_id, context_id):
+            message_wire = to_wire(_addressed(status_message, task_id, context_id))
+            self._sql(
+                "UPDATE tasks SET status_message = ? WHERE id = ?",
+                (compact(message_wire), task_id),
+            )
+        if reply is not None and not change.reply_in_status:
+            if _unaddressed(reply, task_id, context_id):
+                reply_wire = to_wire(_addressed(reply, task_id, context_id))
+            self._sql(
+                "INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, *owner, reply.message_id, compact(reply_wire)),
+            )
+        encoded = change.encoded(context_id, message_wire)
+        for artifact in change.artifacts:  # each written in turn, as `encoded.artifacts` says
+            body = encoded.artifacts[artifact.artifact_id]
+            self._sql(_ARTIFACT, (task_id, artifact.artifact_id, body))
+        bodies = encoded.bodies
+        self._events.insert_events(task_id, int(last) - len(bodies) + 1, bodies, change.stamp)
+        return _Changed(context_id, encoded, metadata_now, had_artifacts, None, bool(pushed))
+
+    def _change_at_once(
+        self,
+        change: _Change,
+        context_id: str,
+        allowed_from: tuple[TaskState, ...],
+        metadata: Mapping[str, Any] | None,
+        taken_through: str | None,
+        *,
+        answer_with_message: bool,
+        spent: float | None,
+    ) -> _Changed | None:
+        """The change as one statement (`end_at_once`), its context known: the messages are
+        addressed and the events encoded before it. A task whose context is not `context_id`
+        is changed a statement at a time (`_change`), which learns it."""
+        task_id, status_message, reply = change.task_id, change.status_message, change.reply
+        if status_message and _unaddressed(status_message, task_id, context_id):
+            status_message = _addressed(status_message, task_id, context_id)
+        message_wire = to_wire(status_message) if status_message else None
+        kept_reply = None
+        if reply is not None and not change.reply_in_status:
+            if _unaddressed(reply, task_id, context_id):
+                reply = _addressed(reply, task_id, context_id)
+            kept_reply = (reply.message_id, compact(to_wire(reply)))
+        encoded = change.encoded(context_id, message_wire)
+        end = EndWrite(
+            task_id, context_id, change.to, allowed_from, change.stamp,
+            compact(message_wire) if message_wire else None,
+            None if metadata is None else compact(dict(metadata)),
+            answer_with_message and reply is not None, change.reply_in_status, kept_reply,
+            encoded.artifacts, encoded.bodies, taken_through, spent, change.to in _NOTIFY,
+        )  # fmt: skip
+        row = self._sql(*end_at_once(end)).fetchone()
+        if row is None:
+            found = self._sql("SELECT context_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
+            if found is not None and found[0] != context_id:
+                return self._change(
+                    change, allowed_from, metadata, taken_through,
+                    answer_with_message=answer_with_message, spent=spent,
+                )  # fmt: skip
+            return None
+        _last, metadata_now, had_artifacts, configs, _notified = row
+        return _Changed(context_id, encoded, metadata_now, had_artifacts, configs, bool(configs))
