@@ -13,13 +13,16 @@ Every use of procrastinate's internals is here, each because no public hook carr
 - `Worker` overrides `_fetch_and_process_jobs` (3.8 and later) to learn that a fetch failed,
   which no public hook says, and sets `shutdown_graceful_timeout` on a running worker.
 - `EngineHooks.job_done` runs procrastinate's own finish statement (`procrastinate.sql`) in the
-  store's transaction.
+  store's transaction; `job_done_call` and `new_turn_call` embed its finish and its defer in a
+  statement of the store's, read from the installed release's statements (each only when they
+  have the shape this module knows: else the store runs them in a transaction of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -33,6 +36,7 @@ import psycopg_pool
 from procrastinate import exceptions as engine_errors
 from procrastinate import jobs as engine_jobs
 from procrastinate import sql as engine_sql
+from procrastinate import types as engine_types
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from looping_core.a2a import TaskState
@@ -198,6 +202,18 @@ class EngineHooks:
         except engine_errors.AlreadyEnqueued:
             raise JobAlreadyQueued(task_id) from None
 
+    def new_turn_call(self, task_id: str) -> tuple[str, tuple[Any, ...]] | None:
+        call = _DEFER_CALL
+        if call is None:
+            return None
+        # The job `turn_queued` defers, as procrastinate's public deferrer makes it.
+        job = self._app.configure_task(
+            TURN_TASK, queue=TURN_QUEUE, lock=task_id, queueing_lock=task_id
+        ).make_new_job(task_id=task_id)
+        scheduled = job.scheduled_at.isoformat() if job.scheduled_at else None
+        values = (job.queue, job.task_name, job.lock, job.queueing_lock)
+        return call, (*values, json.dumps(job.task_kwargs), scheduled)
+
     def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
         when = None if at is None else datetime.fromtimestamp(at / 1_000_000, UTC)
         deferrer = self._app.configure_task(
@@ -238,6 +254,40 @@ def _finish_call(query: str) -> tuple[str, tuple[str, ...]] | None:
 
 
 _FINISH_CALL = _finish_call(engine_sql.queries["finish_job"])
+
+_JOB_TO_DEFER = {
+    "queue_name": "?::character varying",
+    "task_name": "?::character varying",
+    "priority": "{priority}",
+    "lock": "?::text",
+    "queueing_lock": "?::text",
+    "args": "?::jsonb",
+    "scheduled_at": "?::timestamptz",
+}
+"""procrastinate's `procrastinate_job_to_defer_v1`, field by field, as `new_turn_call` fills
+it: its priority is the store's expression, the rest its parameters, in this order."""
+
+
+def _defer_call(query: str, fields: tuple[str, ...] | None) -> str | None:
+    """procrastinate's defer statement (`SELECT unnest(fn(%(jobs)s::type[])) AS id;`) as the
+    call for one job, its fields spelled out (`_JOB_TO_DEFER`); `None` for a statement of
+    another shape, another type, or a job of other fields (a release that defers otherwise)."""
+    found = re.fullmatch(
+        r"\s*SELECT\s+unnest\(\s*(\w+)\(\s*%\(jobs\)s::(\w+)\[\]\s*\)\s*\)\s+AS\s+id\s*;?\s*",
+        query,
+    )
+    if found is None or found.group(2) != "procrastinate_job_to_defer_v1":
+        return None
+    if fields != tuple(_JOB_TO_DEFER):
+        return None
+    row = ", ".join(_JOB_TO_DEFER.values())
+    return f"{found.group(1)}(ARRAY[ROW({row})::{found.group(2)}])"
+
+
+_DEFER_CALL = _defer_call(
+    engine_sql.queries["defer_jobs"],
+    getattr(getattr(engine_types, "JobToDefer", None), "_fields", None),
+)
 
 
 class JobManager(procrastinate.manager.JobManager):

@@ -45,6 +45,13 @@ class JobHooks(Protocol):
         """The task's next turn waits to run, before waiting turns of a lower `priority`.
         Raises `JobAlreadyQueued` if a job waits already."""
 
+    def new_turn_call(self, task_id: str) -> tuple[str, tuple[Any, ...]] | None:
+        """`turn_queued` for a new task (whose id no job can hold yet) as an SQL expression
+        (with `?` placeholders, and `{priority}` where an SQL expression of its priority
+        goes) and its parameters, for an accept that is one statement: the job is deferred in
+        the statement's own transaction. `None` when the engine cannot say it so: the accept
+        runs `turn_queued` in a transaction."""
+
     def push_queued(self, connection: Any, outbox_id: int, at: int | None = None) -> None:
         """The outbox row `outbox_id` waits to be delivered (from `at`, µs since the epoch, when
         given: a delivery to try again)."""

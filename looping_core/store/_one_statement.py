@@ -106,14 +106,17 @@ def accept_at_once(
     counted: bool,
     caller_limit: int,
     tenant_limit: int,
+    defer: tuple[str, tuple[Any, ...]] | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """A new task's accept as one statement: the count of the tenant's and the caller's
     unsettled turns (when `counted`), the task (only if its message is new and the turn is
     within both limits, 0 meaning none), its message and its push config. `task`: the `tasks`
     row's 12 values (`status_message` is NULL; its owner and `turn_message` say which message
     must be new); `message`: the `messages` row's 7 values; `push_config`: the row's first five
-    (`PushConfigs.push_config_row`). Its row: the tenant's and the caller's unsettled turns (0
-    when not `counted`), and whether the task was written."""
+    (`PushConfigs.push_config_row`); `defer`: the job engine's defer of the task's turn
+    (`JobHooks.new_turn_call`), made only when the task is written, its priority minus the
+    tenant's unsettled turns. Its row: the tenant's and the caller's unsettled turns (0 when
+    not `counted`), and whether the task was written."""
     tenant, issuer, subject = task[1:4]
     new_message = (tenant, issuer, subject, task[10])
     count = UNSETTLED if counted else "SELECT 0 AS tenant_turns, 0 AS caller_turns"
@@ -126,16 +129,29 @@ def accept_at_once(
             f" {PUSH_CONFIG_REPLACING})"
         )
         config_arguments = push_config
+    job, deferred = "", "NULL"
+    job_arguments: tuple[Any, ...] = ()
+    if defer is not None:
+        # A volatile function: its query runs once, and only for a task written (the row's
+        # last column reads it, so it is not left out).
+        call, job_arguments = defer
+        priority = "(-counted.tenant_turns)::integer"
+        job = f", job AS (SELECT {call.format(priority=priority)} AS ids FROM task, counted)"
+        deferred = "(SELECT ids FROM job)"
     statement = (
         f"WITH counted AS ({count}),"
         f" task AS ({NEW_TASK} FROM counted WHERE {MESSAGE_IS_NEW}"
         " AND (? = 0 OR caller_turns < ?) AND (? = 0 OR tenant_turns < ?) RETURNING id),"
         " message AS (INSERT INTO messages (task_id, tenant, issuer, subject, message_id, body,"
-        f" joined) SELECT ?, ?, ?, ?, ?, ?, ? FROM task){config}"
-        " SELECT tenant_turns, caller_turns, EXISTS (SELECT 1 FROM task) FROM counted"
+        f" joined) SELECT ?, ?, ?, ?, ?, ?, ? FROM task){config}{job}"
+        f" SELECT tenant_turns, caller_turns, EXISTS (SELECT 1 FROM task), {deferred}"
+        " FROM counted"
     )
     limits = (caller_limit, caller_limit, tenant_limit, tenant_limit)
-    arguments = (*count_arguments, *task, *new_message, *limits, *message, *config_arguments)
+    arguments = (
+        *count_arguments, *task, *new_message, *limits, *message, *config_arguments,
+        *job_arguments,
+    )  # fmt: skip
     return statement, arguments
 
 

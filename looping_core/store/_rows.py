@@ -190,6 +190,19 @@ class StoreBase:
             return None
         return self._jobs.job_done_call(job.id)
 
+    def _new_turn_call(self, task_id: str) -> tuple[str, tuple[Any, ...]] | None:
+        """The engine's defer of a new task's turn as an expression for a one-statement accept
+        (`JobHooks.new_turn_call`); `None`: no engine, or not as an expression."""
+        if self._jobs is None:
+            return None
+        return self._jobs.new_turn_call(task_id)
+
+    @property
+    def _accepts_alone(self) -> bool:
+        """Whether a one-statement accept is its own transaction: no job engine to defer to
+        (the runner is told in process), or one whose defer it embeds."""
+        return self._jobs is None or self._jobs.new_turn_call("") is not None
+
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(
             f"{HEAD} WHERE id = ? AND tenant = ? AND issuer = ? AND subject = ?",

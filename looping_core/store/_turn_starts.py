@@ -5,6 +5,7 @@ holds a slot) the turn's begin. A duplicate returns the first task and starts no
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Sequence
 from typing import Any
@@ -151,17 +152,20 @@ class TurnStarts(StoreBase):
             self._start_turn, caller, message, push, begin=begin, limits=limits,
             decisions=decisions, generations=generations, if_generation=if_generation,
         )  # fmt: skip
+        run = self._db.run
         if self._one_statement_writes and not (begin or message.task_id):
+            alone = self._accepts_alone
             accept = functools.partial(
                 self._accept_at_once, caller, message, push, limits=limits,
-                generations=generations,
+                generations=generations, alone=alone,
             )  # fmt: skip
+            run = self._db.run_alone if alone else self._db.run
         try:
-            start = await self._db.run(accept)
+            start = await run(accept)
         except peewee.IntegrityError:
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
-            start = await self._db.run(accept)
+            start = await run(accept)
         if start.begun is not None or (start.started and message.task_id):
             self._events.events_written(
                 start.task.id
@@ -269,13 +273,15 @@ class TurnStarts(StoreBase):
         *,
         limits: TurnLimits,
         generations: bool,
+        alone: bool,
     ) -> TurnStart:
         """PostgreSQL, a new task with no slot held: `_start_turn`'s new task, with its limits'
-        count, its message and its push config in one statement (`accept_at_once`), then its
-        job's defer, in one transaction. The same outcomes: a duplicate returns its task (even
+        count, its message, its push config and its job's defer in one statement
+        (`accept_at_once`), its own transaction (`alone`, `_accepts_alone`); else the defer
+        follows it in one transaction. The same outcomes: a duplicate returns its task (even
         past a limit); a turn past a limit is refused, and nothing is written."""
         scope = (caller.tenant, caller.issuer, caller.subject)
-        with self._db.write():
+        with contextlib.nullcontext() if alone else self._db.write():
             stamp = now_us()
             try:
                 self._within_budget(limits, scope, stamp)
@@ -294,11 +300,12 @@ class TurnStarts(StoreBase):
                 self._worker, message.message_id, 0,
             )  # fmt: skip
             message_row = (task_id, *scope, message.message_id, dump(stored), False)
+            defer = self._new_turn_call(task_id) if alone else None
             statement = accept_at_once(
                 task_row, message_row, config, counted=limits.counted, caller_limit=limits.caller,
-                tenant_limit=limits.tenant,
+                tenant_limit=limits.tenant, defer=defer,
             )  # fmt: skip
-            tenant_turns, caller_turns, written = self._sql(*statement).fetchone()
+            tenant_turns, caller_turns, written, _deferred = self._sql(*statement).fetchone()
             if not written:  # a duplicate, a turn past a limit, or a task pruned meanwhile
                 duplicate = self._first_turn_of(scope, message.message_id, generations)
                 if duplicate is not None:
@@ -306,7 +313,8 @@ class TurnStarts(StoreBase):
                 _check_turns(limits, tenant_turns, caller_turns)
                 # Its message's task was pruned in between: as after a race, tried again.
                 raise peewee.IntegrityError("the message's task is gone; try again")
-            self._queue_turn(task_id, -int(tenant_turns), new_task=True)
+            if not alone:
+                self._queue_turn(task_id, -int(tenant_turns), new_task=True)
             status = TaskStatus(state=submitted, timestamp=timestamp(stamp))
             task = Task(id=task_id, context_id=context_id, status=status, history=(stored,))
             return TurnStart(task, True)
