@@ -143,6 +143,9 @@ class StoreBase:
         self._worker = worker
         self._jobs = jobs
         self._sql = database.execute
+        self._accepts_alone = jobs is None or jobs.new_turn_call("") is not None
+        """Whether a one-statement accept is its own transaction: no job engine to defer to
+        (the runner is told in process), or one whose defer it embeds (`new_turn_call`)."""
 
     def _queue_turn(self, task_id: str, priority: int = 0, *, new_task: bool = False) -> None:
         """Hand the task's next turn to the job engine, in this transaction (store thread),
@@ -196,12 +199,6 @@ class StoreBase:
         if self._jobs is None:
             return None
         return self._jobs.new_turn_call(task_id)
-
-    @property
-    def _accepts_alone(self) -> bool:
-        """Whether a one-statement accept is its own transaction: no job engine to defer to
-        (the runner is told in process), or one whose defer it embeds."""
-        return self._jobs is None or self._jobs.new_turn_call("") is not None
 
     def _owned(self, caller: Identity, task_id: str) -> Head:
         row = self._sql(
