@@ -65,11 +65,32 @@ class _Change:
 
     task_id: str
     to: TaskState
+    allowed_from: tuple[TaskState, ...]
     stamp: int
     status_message: Message | None
     reply: Message | None
     artifacts: tuple[Artifact, ...]
-    reply_in_status: bool
+    metadata: str | None
+    """The task's metadata from now on (JSON), if it changes."""
+    taken_through: str | None
+    answer_with_message: bool
+    spent: float | None
+
+    @property
+    def reply_in_status(self) -> bool:
+        """A turn that ends with its reply as the status message keeps it once, on the row (it
+        stays the status for good); a turn that stops for input stores it in the history,
+        since the next turn replaces the status."""
+        return (
+            self.reply is not None
+            and self.reply == self.status_message
+            and self.to in TERMINAL_STATES
+        )
+
+    @property
+    def answered(self) -> bool:
+        """Whether a blocking SendMessage answers with the reply, as a direct message."""
+        return self.answer_with_message and self.reply is not None
 
     def encoded(self, context_id: str, message_wire: dict[str, Any] | None) -> _Encoded:
         artifacts: dict[str, str] = {}
@@ -130,23 +151,16 @@ class GuardedChanges(TurnStarts):
             allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
         if not allowed_from:
             return False
-        stamp = now_us()
-        # A turn that ends with its reply as the status message keeps it once, on the row (it
-        # stays the status for good); a turn that stops for input stores it in the history,
-        # since the next turn replaces the status.
-        reply_in_status = reply is not None and reply == status_message and to in TERMINAL_STATES
-        change = _Change(task_id, to, stamp, status_message, reply, artifacts, reply_in_status)
+        change = _Change(
+            task_id, to, allowed_from, now_us(), status_message, reply, artifacts,
+            None if metadata is None else compact(dict(metadata)), taken_through,
+            answer_with_message, spent,
+        )  # fmt: skip
         with self._db.write():
             if context_id is not None and self._one_statement_writes:
-                row = self._change_at_once(
-                    change, context_id, allowed_from, metadata, taken_through,
-                    answer_with_message=answer_with_message, spent=spent,
-                )  # fmt: skip
+                row = self._change_at_once(change, context_id)
             else:
-                row = self._change(
-                    change, allowed_from, metadata, taken_through,
-                    answer_with_message=answer_with_message, spent=spent,
-                )  # fmt: skip
+                row = self._change(change)
             if row is None:
                 return False
             if to in _NOTIFY and row.pushed:
@@ -162,16 +176,7 @@ class GuardedChanges(TurnStarts):
                 )
             return True
 
-    def _change(
-        self,
-        change: _Change,
-        allowed_from: tuple[TaskState, ...],
-        metadata: Mapping[str, Any] | None,
-        taken_through: str | None,
-        *,
-        answer_with_message: bool,
-        spent: float | None,
-    ) -> _Changed | None:
+    def _change(self, change: _Change) -> _Changed | None:
         """The change a statement at a time: its context is learnt from the guarded write."""
         task_id, status_message, reply = change.task_id, change.status_message, change.reply
         # Each message and artifact is turned into wire JSON once: its row, the task's status
@@ -180,7 +185,8 @@ class GuardedChanges(TurnStarts):
         reply_wire = message_wire if reply == status_message else to_wire(reply) if reply else None
         # One guarded statement decides, and takes the numbers of the events it reports
         # (each artifact, then the status).
-        marks = ", ".join("?" * len(allowed_from))
+        marks = ", ".join("?" * len(change.allowed_from))
+        taken_through = change.taken_through
         row = self._sql(
             f"{TURN_END} WHERE id = ? AND state IN ({marks})"
             f"{UNSEEN_FOLLOW_UP if taken_through is not None else ''}"
@@ -191,20 +197,20 @@ class GuardedChanges(TurnStarts):
                 change.to.value,
                 compact(message_wire) if message_wire else None,
                 change.stamp,
-                None if metadata is None else compact(dict(metadata)),
-                answer_with_message and reply is not None,
+                change.metadata,
+                change.answered,
                 change.reply_in_status,
                 len(change.artifacts) + 1,
                 task_id,
-                *(state.value for state in allowed_from),
+                *(state.value for state in change.allowed_from),
                 *(() if taken_through is None else (taken_through,)),
             ),
         ).fetchone()
         if row is None:
             return None
         last, context_id, *owner, metadata_now, pushed, had_artifacts = row
-        if spent:
-            self._sql(_SPEND, (*owner, change.stamp // DAY_US, spent))
+        if change.spent:
+            self._sql(_SPEND, (*owner, change.stamp // DAY_US, change.spent))
         # The agent's messages carry their task and context, as A2A asks of a server's: the
         # runner addresses them; here those of callers that could not.
         if status_message and _unaddressed(status_message, task_id, context_id):
@@ -222,24 +228,13 @@ class GuardedChanges(TurnStarts):
                 (task_id, *owner, reply.message_id, compact(reply_wire)),
             )
         encoded = change.encoded(context_id, message_wire)
-        for artifact in change.artifacts:  # each written in turn, as `encoded.artifacts` says
-            body = encoded.artifacts[artifact.artifact_id]
-            self._sql(_ARTIFACT, (task_id, artifact.artifact_id, body))
+        for artifact_id, body in encoded.artifacts.items():
+            self._sql(_ARTIFACT, (task_id, artifact_id, body))
         bodies = encoded.bodies
         self._events.insert_events(task_id, int(last) - len(bodies) + 1, bodies, change.stamp)
         return _Changed(context_id, encoded, metadata_now, had_artifacts, None, bool(pushed))
 
-    def _change_at_once(
-        self,
-        change: _Change,
-        context_id: str,
-        allowed_from: tuple[TaskState, ...],
-        metadata: Mapping[str, Any] | None,
-        taken_through: str | None,
-        *,
-        answer_with_message: bool,
-        spent: float | None,
-    ) -> _Changed | None:
+    def _change_at_once(self, change: _Change, context_id: str) -> _Changed | None:
         """The change as one statement (`end_at_once`), its context known: the messages are
         addressed and the events encoded before it. A task whose context is not `context_id`
         is changed a statement at a time (`_change`), which learns it."""
@@ -254,20 +249,16 @@ class GuardedChanges(TurnStarts):
             kept_reply = (reply.message_id, compact(to_wire(reply)))
         encoded = change.encoded(context_id, message_wire)
         end = EndWrite(
-            task_id, context_id, change.to, allowed_from, change.stamp,
-            compact(message_wire) if message_wire else None,
-            None if metadata is None else compact(dict(metadata)),
-            answer_with_message and reply is not None, change.reply_in_status, kept_reply,
-            encoded.artifacts, encoded.bodies, taken_through, spent, change.to in _NOTIFY,
+            task_id, context_id, change.to, change.allowed_from, change.stamp,
+            compact(message_wire) if message_wire else None, change.metadata, change.answered,
+            change.reply_in_status, kept_reply, encoded.artifacts, encoded.bodies,
+            change.taken_through, change.spent, change.to in _NOTIFY,
         )  # fmt: skip
         row = self._sql(*end_at_once(end)).fetchone()
         if row is None:
             found = self._sql("SELECT context_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
             if found is not None and found[0] != context_id:
-                return self._change(
-                    change, allowed_from, metadata, taken_through,
-                    answer_with_message=answer_with_message, spent=spent,
-                )  # fmt: skip
+                return self._change(change)
             return None
         _last, metadata_now, had_artifacts, configs, _notified = row
         return _Changed(context_id, encoded, metadata_now, had_artifacts, configs, bool(configs))
