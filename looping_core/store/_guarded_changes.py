@@ -242,15 +242,20 @@ class GuardedChanges(TurnStarts):
         if status_message and _unaddressed(status_message, task_id, context_id):
             status_message = _addressed(status_message, task_id, context_id)
         message_wire = to_wire(status_message) if status_message else None
+        message_json = compact(message_wire) if message_wire else None
         kept_reply = None
         if reply is not None and not change.reply_in_status:
-            if _unaddressed(reply, task_id, context_id):
-                reply = _addressed(reply, task_id, context_id)
-            kept_reply = (reply.message_id, compact(to_wire(reply)))
+            # A question asked as the status too is the same message, addressed the same.
+            if reply == change.status_message and message_json is not None:
+                kept_reply = (reply.message_id, message_json)
+            else:
+                if _unaddressed(reply, task_id, context_id):
+                    reply = _addressed(reply, task_id, context_id)
+                kept_reply = (reply.message_id, compact(to_wire(reply)))
         encoded = change.encoded(context_id, message_wire)
         end = EndWrite(
             task_id, context_id, change.to, change.allowed_from, change.stamp,
-            compact(message_wire) if message_wire else None, change.metadata, change.answered,
+            message_json, change.metadata, change.answered,
             change.reply_in_status, kept_reply, encoded.artifacts, encoded.bodies,
             change.taken_through, change.spent, change.to in _NOTIFY,
         )  # fmt: skip
