@@ -32,6 +32,7 @@ __all__ = [
     "begin_at_once",
     "begin_turn_arguments",
     "end_at_once",
+    "unsettled_arguments",
 ]
 
 BEGIN_TURN = (
@@ -88,14 +89,27 @@ MESSAGE_IS_NEW = (
     " WHERE tenant = ? AND issuer = ? AND subject = ? AND message_id = ?)"
 )
 
-UNSETTLED = (
-    "SELECT COUNT(*) AS tenant_turns,"
-    " COALESCE(SUM(CASE WHEN issuer = ? AND subject = ? THEN 1 ELSE 0 END), 0) AS caller_turns"
-    f" FROM tasks WHERE tenant = ? AND state IN ({RUNNING[0]}, {RUNNING[1]})"
+_UNSETTLED_OF = (
+    "(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE {owner}"
+    f" AND state IN ({RUNNING[0]}, {RUNNING[1]}) LIMIT ?) AS unsettled)"
 )
-"""A tenant's unsettled tasks, and its caller's among them (the turn limits' count, alone or in
-`accept_at_once`). The states are literals, as in the partial index `tasks_unsettled`
-(migration 12): a query with parameters there could not use it."""
+UNSETTLED = (
+    f"SELECT {_UNSETTLED_OF.format(owner='tenant = ?')} AS tenant_turns,"
+    f" {_UNSETTLED_OF.format(owner='tenant = ? AND issuer = ? AND subject = ?')} AS caller_turns"
+)
+"""A tenant's unsettled tasks, and its caller's, each counted up to a bound (`unsettled_arguments`)
+so that the count costs at most that many index entries whatever the backlog (the turn limits'
+count, alone or in `accept_at_once`). The states are literals, as in the partial index
+`tasks_unsettled` (migration 12): a query with parameters there could not use it."""
+
+
+def unsettled_arguments(
+    scope: tuple[str, str, str], tenant_bound: int, caller_bound: int
+) -> tuple[Any, ...]:
+    """`UNSETTLED`'s arguments for a (tenant, issuer, subject) `scope`: the tenant's turns counted
+    up to `tenant_bound`, its caller's up to `caller_bound` (0: not counted)."""
+    tenant, issuer, subject = scope
+    return (tenant, tenant_bound, tenant, issuer, subject, caller_bound)
 
 
 def accept_at_once(
@@ -103,24 +117,26 @@ def accept_at_once(
     message: tuple[Any, ...],
     push_config: tuple[Any, ...] | None,
     *,
-    counted: bool,
+    counted: tuple[int, int],
     caller_limit: int,
     tenant_limit: int,
     defer: tuple[str, tuple[Any, ...]] | None = None,
 ) -> tuple[str, tuple[Any, ...]]:
     """A new task's accept as one statement: the count of the tenant's and the caller's
-    unsettled turns (when `counted`), the task (only if its message is new and the turn is
-    within both limits, 0 meaning none), its message and its push config. `task`: the `tasks`
-    row's 12 values (`status_message` is NULL; its owner and `turn_message` say which message
-    must be new); `message`: the `messages` row's 7 values; `push_config`: the row's first five
+    unsettled turns (`counted`: the bounds `unsettled_arguments` takes; (0, 0): none), the task
+    (only if its message is new and the turn is within both limits, 0 meaning none), its
+    message and its push config. `task`: the `tasks` row's 12 values (`status_message` is
+    NULL; its owner and `turn_message` say which message must be new); `message`: the
+    `messages` row's 7 values; `push_config`: the row's first five
     (`PushConfigs.push_config_row`); `defer`: the job engine's defer of the task's turn
     (`JobHooks.new_turn_call`), made only when the task is written, its priority minus the
-    tenant's unsettled turns. Its row: the tenant's and the caller's unsettled turns (0 when
-    not `counted`), and whether the task was written."""
-    tenant, issuer, subject = task[1:4]
-    new_message = (tenant, issuer, subject, task[10])
-    count = UNSETTLED if counted else "SELECT 0 AS tenant_turns, 0 AS caller_turns"
-    count_arguments = (issuer, subject, tenant) if counted else ()
+    tenant's unsettled turns as counted. Its row: the tenant's and the caller's unsettled
+    turns (0 when not counted), and whether the task was written."""
+    scope = task[1:4]
+    new_message = (*scope, task[10])
+    count, count_arguments = "SELECT 0 AS tenant_turns, 0 AS caller_turns", ()
+    if any(counted):
+        count, count_arguments = UNSETTLED, unsettled_arguments(scope, *counted)
     config = ""
     config_arguments: tuple[Any, ...] = ()
     if push_config is not None:

@@ -38,6 +38,7 @@ from looping_core.store._one_statement import (
     NEW_TASK,
     UNSETTLED,
     accept_at_once,
+    unsettled_arguments,
 )
 from looping_core.store._outbox import Outbox
 from looping_core.store._push_configs import PushConfigs
@@ -63,6 +64,12 @@ _SPENT_TODAY = (
 """What a caller's turns have cost on a day (`DAY_US`: UTC days since the epoch)."""
 
 
+FAIR_COUNT_BOUND = 100
+"""How many of a tenant's unsettled turns the job engine's fair order counts when no tenant
+limit does: past it, a tenant's turns all take its last priority (after every other tenant's
+hundredth)."""
+
+
 @attrs.frozen
 class TurnLimits:
     """How many turns may be accepted and not yet settled (SUBMITTED or WORKING) at once: per
@@ -79,8 +86,12 @@ class TurnLimits:
     (`BudgetSpent`); 0: no budget."""
 
     @property
-    def counted(self) -> bool:
-        return self.fair or self.caller > 0 or self.tenant > 0
+    def counted(self) -> tuple[int, int]:
+        """How many of the tenant's and of the caller's unsettled turns an accept counts at most
+        (0: none): each one's limit, and for the fair order alone `FAIR_COUNT_BOUND` of the
+        tenant's, so that the count's cost does not grow with a backlog nothing limits."""
+        tenant = self.tenant or (FAIR_COUNT_BOUND if self.fair else 0)
+        return tenant, self.caller
 
 
 @attrs.frozen
@@ -333,10 +344,10 @@ class TurnStarts(StoreBase):
         """Check that one more turn is within `limits` (`BudgetSpent`, `TooManyTurns` if not);
         its job's priority: minus the tenant's unsettled turns."""
         self._within_budget(limits, scope, stamp)
-        if not limits.counted:
+        if not any(limits.counted):
             return 0
-        tenant, issuer, subject = scope
-        tenant_turns, caller_turns = self._sql(UNSETTLED, (issuer, subject, tenant)).fetchone()
+        counted = unsettled_arguments(scope, *limits.counted)
+        tenant_turns, caller_turns = self._sql(UNSETTLED, counted).fetchone()
         _check_turns(limits, tenant_turns, caller_turns)
         return -int(tenant_turns)
 

@@ -16,6 +16,7 @@ from looping_core.contract import Identity
 from looping_core.runner._engine_jobs import _JOB_TO_DEFER, EngineHooks, _defer_call
 from looping_core.runner._engine_schema import apply_engine_schema
 from looping_core.store.internal import (
+    FAIR_COUNT_BOUND,
     Database,
     TaskStore,
     TooManyTurns,
@@ -86,6 +87,39 @@ async def test_an_accept_defers_its_job_in_its_one_statement(postgres_url: str) 
         jobs = rows(postgres_url, "SELECT lock FROM procrastinate_jobs ORDER BY id")
         assert jobs == [(first.id,), (second.id,), ("compared",), (third.id,)]
         assert rows(postgres_url, "SELECT COUNT(*) FROM tasks") == [(3,)]
+    finally:
+        database.close()
+
+
+async def test_the_fair_order_counts_a_tenants_backlog_up_to_its_bound(postgres_url: str) -> None:
+    """Without a tenant limit, the fair order's count stops at `FAIR_COUNT_BOUND`: a job's
+    priority is minus the tenant's unsettled turns up to it, then stays there, so an accept
+    costs the same whatever the backlog. A tenant limit is counted up to the limit."""
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        apply_engine_schema(connection)
+    database = Database.from_url(postgres_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    store = TaskStore(database, jobs=EngineHooks())
+    fair = TurnLimits(fair=True)
+    try:
+        for _ in range(FAIR_COUNT_BOUND + 3):
+            await store.start_turn(ALICE, message(), None, limits=fair)
+        priorities = [
+            priority for (priority,) in rows(
+                postgres_url, "SELECT priority FROM procrastinate_jobs ORDER BY id"
+            )
+        ]  # fmt: skip
+        bound = -FAIR_COUNT_BOUND
+        assert priorities == [*range(0, bound, -1), bound, bound, bound]
+
+        # A limit above the bound is still counted up to the limit, and holds.
+        limited = TurnLimits(tenant=FAIR_COUNT_BOUND + 5, fair=True)
+        await store.start_turn(BOB, message(), None, limits=limited)
+        await store.start_turn(BOB, message(), None, limits=limited)
+        with pytest.raises(TooManyTurns):
+            await store.start_turn(BOB, message(), None, limits=limited)
+        last = rows(postgres_url, "SELECT priority FROM procrastinate_jobs ORDER BY id DESC")[:2]
+        assert last == [(-FAIR_COUNT_BOUND - 4,), (-FAIR_COUNT_BOUND - 3,)]
     finally:
         database.close()
 
