@@ -142,6 +142,19 @@ def _unsettled_tasks(db: peewee.Database) -> None:
     )
 
 
+def _unsettled_tasks_newest_first(db: peewee.Database) -> None:
+    """The unsettled tasks' index ends with the task's id (time-ordered), so that the turn
+    limits' bounded count reads a caller's or a tenant's newest first: the tasks most likely
+    still unsettled, before the entries of settled ones that vacuum has not yet removed (the
+    oldest, which a count in the index's order used to step over first)."""
+    submitted, working = RUNNING
+    db.execute_sql("DROP INDEX IF EXISTS tasks_unsettled")  # type: ignore[no-untyped-call]
+    db.execute_sql(  # type: ignore[no-untyped-call]
+        "CREATE INDEX IF NOT EXISTS tasks_unsettled_newest ON tasks (tenant, issuer, subject, id)"
+        f" WHERE state IN ({submitted}, {working})"
+    )
+
+
 SERVED_BY_ANOTHER_INDEX = (
     "artifacts_task_id",
     "task_events_task_id",
@@ -203,6 +216,7 @@ MIGRATIONS: Sequence[Migration] = (
         _checked_push_targets,
     ),
     Migration(15, "what callers' turns cost per day, and subtasks' costs", _spend),
+    Migration(16, "unsettled tasks counted newest first", _unsettled_tasks_newest_first),
 )
 
 

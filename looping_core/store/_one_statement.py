@@ -91,16 +91,21 @@ MESSAGE_IS_NEW = (
 
 _UNSETTLED_OF = (
     "(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE {owner}"
-    f" AND state IN ({RUNNING[0]}, {RUNNING[1]}) LIMIT ?) AS unsettled)"
+    f" AND state IN ({RUNNING[0]}, {RUNNING[1]}) ORDER BY {{order}} LIMIT ?) AS unsettled)"
 )
 UNSETTLED = (
-    f"SELECT {_UNSETTLED_OF.format(owner='tenant = ?')} AS tenant_turns,"
-    f" {_UNSETTLED_OF.format(owner='tenant = ? AND issuer = ? AND subject = ?')} AS caller_turns"
+    "SELECT "
+    + _UNSETTLED_OF.format(owner="tenant = ?", order="issuer DESC, subject DESC, id DESC")
+    + " AS tenant_turns, "
+    + _UNSETTLED_OF.format(owner="tenant = ? AND issuer = ? AND subject = ?", order="id DESC")
+    + " AS caller_turns"
 )
 """A tenant's unsettled tasks, and its caller's, each counted up to a bound (`unsettled_arguments`)
 so that the count costs at most that many index entries whatever the backlog (the turn limits'
-count, alone or in `accept_at_once`). The states are literals, as in the partial index
-`tasks_unsettled` (migration 12): a query with parameters there could not use it."""
+count, alone or in `accept_at_once`). Newest first, backwards along the partial index
+`tasks_unsettled_newest` (migration 16): the entries of tasks settled since the last vacuum are
+the oldest, so a bounded count seldom steps over them. The states are literals, as in the
+index: a query with parameters there could not use it."""
 
 
 def unsettled_arguments(

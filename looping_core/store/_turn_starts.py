@@ -64,10 +64,11 @@ _SPENT_TODAY = (
 """What a caller's turns have cost on a day (`DAY_US`: UTC days since the epoch)."""
 
 
-FAIR_COUNT_BOUND = 100
+FAIR_COUNT_BOUND = 64
 """How many of a tenant's unsettled turns the job engine's fair order counts when no tenant
-limit does: past it, a tenant's turns all take its last priority (after every other tenant's
-hundredth)."""
+limit does: as many as the default limit (`[limits] tenant_turns`) would. Past it, a tenant's
+turns all take its last priority (after every other tenant's 64th), and the count, which reads
+one index entry and its row per turn counted, costs the same whatever the backlog."""
 
 
 @attrs.frozen

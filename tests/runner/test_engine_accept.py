@@ -12,9 +12,11 @@ import psycopg
 import pytest
 
 from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig
+from looping_core.config import LimitsConfig
 from looping_core.contract import Identity
 from looping_core.runner._engine_jobs import _JOB_TO_DEFER, EngineHooks, _defer_call
 from looping_core.runner._engine_schema import apply_engine_schema
+from looping_core.store._one_statement import UNSETTLED
 from looping_core.store.internal import (
     FAIR_COUNT_BOUND,
     Database,
@@ -95,6 +97,7 @@ async def test_the_fair_order_counts_a_tenants_backlog_up_to_its_bound(postgres_
     """Without a tenant limit, the fair order's count stops at `FAIR_COUNT_BOUND`: a job's
     priority is minus the tenant's unsettled turns up to it, then stays there, so an accept
     costs the same whatever the backlog. A tenant limit is counted up to the limit."""
+    assert LimitsConfig().tenant_turns == FAIR_COUNT_BOUND  # as far as the default limit
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         apply_engine_schema(connection)
     database = Database.from_url(postgres_url)
@@ -122,6 +125,24 @@ async def test_the_fair_order_counts_a_tenants_backlog_up_to_its_bound(postgres_
         assert last == [(-FAIR_COUNT_BOUND - 4,), (-FAIR_COUNT_BOUND - 3,)]
     finally:
         database.close()
+
+
+async def test_the_count_reads_the_newest_unsettled_tasks_first(postgres_url: str) -> None:
+    """Both counts walk the partial index backwards, newest first, as a prepared statement's
+    generic plan too: the entries of tasks settled since the last vacuum, the oldest, come
+    last, so a bounded count seldom steps over them."""
+    database = Database.from_url(postgres_url)
+    await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
+    database.close()
+    query = UNSETTLED.replace("?", "%s")
+    with psycopg.connect(postgres_url, autocommit=True) as connection:
+        connection.execute("SET plan_cache_mode = force_generic_plan")
+        plan = connection.execute(
+            f"EXPLAIN {query}", ("t", FAIR_COUNT_BOUND, "t", "i", "s", 8)
+        ).fetchall()
+    scans = [line for (line,) in plan if "Scan" in line]
+    assert len(scans) == 2, plan
+    assert all("Index Only Scan Backward using tasks_unsettled_newest" in s for s in scans), plan
 
 
 def test_a_defer_of_another_shape_is_not_embedded() -> None:

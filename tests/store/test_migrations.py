@@ -35,8 +35,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == list(range(2, 16))
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+    assert [migration.version for migration in applied] == list(range(2, 17))
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
@@ -60,6 +60,9 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
             "tasks_node_worker_state",
             "push_outbox_node_worker_state_next_attempt_ts",
         } <= indexes(upgraded)
+        # The limits' count reads unsettled tasks newest first; the index before is gone.
+        assert "tasks_unsettled_newest" in indexes(upgraded)
+        assert "tasks_unsettled" not in indexes(upgraded)
 
 
 def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path) -> None:
