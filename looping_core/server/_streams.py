@@ -35,6 +35,10 @@ _log = logging.getLogger("looping_core.streams")
 
 NOTIFIED_POLL_FACTOR = 10
 """Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
+LISTEN_IDLE_SECONDS = 30.0
+"""How long the hub keeps listening (PostgreSQL) once nothing is subscribed: streams that come
+and go do not reconnect each time, and a process that streams nothing is not told of every
+event written (each notice costs a listening connection PostgreSQL's work, whoever it is for)."""
 OUTAGE_PAUSE_SECONDS = 0.5
 """How often streams look again while the store is out of reach."""
 
@@ -152,7 +156,8 @@ class EventHub:
 
     async def start(self) -> None:
         """Start reading (and, on PostgreSQL, listening: then polling is only a safety net,
-        every `NOTIFIED_POLL_FACTOR` times `poll_seconds`)."""
+        every `NOTIFIED_POLL_FACTOR` times `poll_seconds`; listening stops while nothing is
+        subscribed, after `LISTEN_IDLE_SECONDS`, and starts again before the next read)."""
         if self._notices is not None:
             await self._notices.start()
             self._poll_seconds = self._config.poll_seconds * NOTIFIED_POLL_FACTOR
@@ -201,6 +206,8 @@ class EventHub:
             subscribers.discard(subscription)
             if not subscribers:
                 del self._subscribers[subscription.task_id]
+                if not self._subscribers:
+                    self._wake.set()  # the reader goes idle (and stops listening, later)
 
     def written(self, task_id: str) -> None:
         """Events of `task_id` were written (this process's store, or a notice of another's)."""
@@ -229,10 +236,13 @@ class EventHub:
                     looked = loop.time()
                     await self._look_elsewhere()
             else:
-                await self._wake.wait()
+                await self._idle()
                 looked = loop.time()
             self._wake.clear()
             tasks, self._dirty = self._dirty, set()
+            if tasks and self._notices is not None:
+                # Listening before the read: an event written after it is notified.
+                await self._notices.resume()
             try:
                 await self._read(tasks)
             except StoreUnavailable:  # logged once by the store; streams wait for it
@@ -242,6 +252,18 @@ class EventHub:
                 _log.exception("reading task events failed; trying again")
                 self._dirty |= tasks
                 await asyncio.sleep(self._config.poll_seconds)
+
+    async def _idle(self) -> None:
+        """Wait for a subscription; stop listening if none comes for `LISTEN_IDLE_SECONDS`."""
+        if self._notices is None or not self._notices.listening:
+            await self._wake.wait()
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(LISTEN_IDLE_SECONDS):
+                await self._wake.wait()
+                return
+        await self._notices.pause()
+        await self._wake.wait()
 
     async def _look_elsewhere(self) -> None:
         """What other processes wrote: on SQLite the events committed since the last look (if

@@ -3,9 +3,10 @@
 Each event write also runs `pg_notify(channel, task_id)` in its transaction, so the notice goes
 out when (and only if) the events commit. A process that streams listens on its own asynchronous
 connection (psycopg's, on the event loop: no thread, no polling), and hands each notified task
-id on. If that
-connection fails it is opened again with a growing delay; the stream hub's slower poll covers the
-gap. SQLite has no such thing: there the hub polls.
+id on. If that connection fails it is opened again with a growing delay; the stream hub's slower
+poll covers the gap. A process that streams nothing for a while stops listening (`pause`): a
+listening connection costs PostgreSQL work for every notice written, whoever it is for. SQLite
+has no such thing: there the hub polls.
 """
 
 from __future__ import annotations
@@ -42,12 +43,38 @@ class EventNotices:
         self._connection: Any = None
         self._reader: asyncio.Task[None] | None = None
         self._retry: asyncio.Task[None] | None = None
+        self._wanted = False
         self._closed = False
+
+    @property
+    def listening(self) -> bool:
+        """Listening, or trying to again after a failure (not paused, not closed)."""
+        return self._wanted
 
     async def start(self) -> None:
         """Listen; raises when the first connection cannot be made (the server then fails to
         start, as it would on the store itself)."""
+        self._wanted = True
         await self._listen()
+
+    async def resume(self) -> None:
+        """Listen again after `pause` (nothing if listening). Never raises: a connection that
+        cannot be made is tried again with a growing delay, and `on_missed` says when it is
+        made (the notices meanwhile are lost)."""
+        if self._wanted or self._closed:
+            return
+        self._wanted = True
+        try:
+            await self._listen()
+        except Exception as exc:
+            _log.info("listening for task events: %s; trying again", _line(exc))
+            self._retry = asyncio.create_task(self._reconnect(), name="looping-event-notices-retry")
+
+    async def pause(self) -> None:
+        """Stop listening, and close the connection, until `resume`."""
+        self._wanted = False
+        await self._stop_tasks()
+        await self._drop()
 
     async def _listen(self) -> None:
         connection = await self._connect()
@@ -74,7 +101,7 @@ class EventNotices:
 
     async def _reconnect(self) -> None:
         delay = _RETRY_FIRST
-        while not self._closed:
+        while self._wanted and not self._closed:
             await asyncio.sleep(delay)
             try:
                 await self._listen()
@@ -95,12 +122,17 @@ class EventNotices:
 
     async def close(self) -> None:
         self._closed = True
+        self._wanted = False
+        await self._stop_tasks()
+        await self._drop()
+
+    async def _stop_tasks(self) -> None:
         for task in (self._retry, self._reader):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self._drop()
+        self._retry = self._reader = None
 
 
 def _line(error: BaseException) -> str:

@@ -1,6 +1,7 @@
 """The stream hub against a real SQLite file written by two stores (two connections: to SQLite,
 two processes): another process's events reach a subscriber even while this process's own
-writes keep the hub busy, and an event is never handed out past a missing one."""
+writes keep the hub busy, and an event is never handed out past a missing one. On PostgreSQL,
+the hub listens only while something is subscribed (or was, lately)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,11 @@ import pytest
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
+from looping_core.server import _streams
 from looping_core.server._streams import EventHub, Subscription
 from looping_core.store.internal import Database, TaskEvent, TaskStore, bind, upgrade
+
+from support.engine import rows
 
 CALLER = Identity("t", "https://gateway.example", "caller")
 
@@ -126,3 +130,41 @@ async def test_a_subscriber_that_falls_behind_is_dropped_and_told_why(
         await hub.close()
     assert slow.ended is not None
     assert "dropped" in slow.ended
+
+
+async def test_on_postgresql_the_hub_listens_only_while_something_is_subscribed(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Idle, the hub stops listening (its connection closed: PostgreSQL no longer works on its
+    behalf for every notice written); a subscription listens again before its first read, so
+    another process's events still arrive at once, with the poll far beyond the test."""
+    monkeypatch.setattr(_streams, "LISTEN_IDLE_SECONDS", 0.05)
+    here_db, there_db = Database.from_url(postgres_url), Database.from_url(postgres_url)
+    await here_db.run_alone(lambda: (bind(here_db.peewee), upgrade(here_db.peewee)))
+    here, there = TaskStore(here_db, node="here"), TaskStore(there_db, node="there")
+    hub = EventHub(here, StreamingConfig(poll_seconds=60))  # notified: a look every 10 minutes
+
+    async def until_listening(count: int) -> None:
+        query = (
+            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND query = 'LISTEN looping_task_events'"
+        )
+        async with asyncio.timeout(10):
+            while rows(postgres_url, query) != [(count,)]:
+                await asyncio.sleep(0.02)
+
+    await hub.start()
+    try:
+        await until_listening(1)
+        await until_listening(0)  # nothing subscribed: paused
+        remote = await working_task(there)
+        watched = hub.subscribe(remote, 1)
+        await until_listening(1)
+        await there.progress(remote, note(remote, "from there"), push=False)
+        assert "from there" in await next_text(watched, timeout=5)
+        hub.unsubscribe(watched)
+        await until_listening(0)
+    finally:
+        await hub.close()
+        here_db.close()
+        there_db.close()
