@@ -156,10 +156,12 @@ class EventHub:
 
     async def start(self) -> None:
         """Start reading (and, on PostgreSQL, listening: then polling is only a safety net,
-        every `NOTIFIED_POLL_FACTOR` times `poll_seconds`; listening stops while nothing is
-        subscribed, after `LISTEN_IDLE_SECONDS`, and starts again before the next read)."""
+        every `NOTIFIED_POLL_FACTOR` times `poll_seconds`). It listens only from a
+        subscription's first read until nothing has been subscribed for `LISTEN_IDLE_SECONDS`:
+        its first connection, here, only proves that it can (the server fails to start if not)."""
         if self._notices is not None:
             await self._notices.start()
+            await self._notices.pause()
             self._poll_seconds = self._config.poll_seconds * NOTIFIED_POLL_FACTOR
         since = await self._store.events_since(None)
         self._scanned = since[1] if since is not None else None
