@@ -1,7 +1,8 @@
 """A task's guarded state change, the write under every turn's end, cancel and next turn: one
 statement decides (the task must be in one of the allowed states), and the artifacts, the reply,
 the events and the pushes it reports are written in the same transaction. On PostgreSQL, when
-the caller knows the task's context, all but the pushes are one statement (`end_at_once`).
+the caller knows the task's context, all but the pushes are one statement (`end_at_once`), and
+a job's end is that statement alone, its pushes and its job's finish in it (`_end_alone`).
 """
 
 from __future__ import annotations
@@ -11,16 +12,18 @@ from typing import Any
 
 import attrs
 
+from looping_core import _tracing
 from looping_core.a2a import TERMINAL_STATES, Artifact, Message, TaskState, TaskStatus, to_wire
 from looping_core.store._one_statement import (
     ARTIFACT_UPSERT,
     SPEND_ADDED,
     TURN_END,
     UNSEEN_FOLLOW_UP,
+    EndAlone,
     EndWrite,
     end_at_once,
 )
-from looping_core.store._outbox import OutboxItem
+from looping_core.store._outbox import OutboxItem, task_head
 from looping_core.store._rows import DAY_US, compact, now_us, timestamp
 from looping_core.store._turn_starts import TurnStarts
 
@@ -147,15 +150,13 @@ class GuardedChanges(TurnStarts):
         """The guarded write (store thread); the pushes it queues are added to `queued`.
         `context_id`: the task's, when the caller knows it: on PostgreSQL all but the pushes
         are then one statement (`end_at_once`)."""
-        if to in TERMINAL_STATES:
-            allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
-        if not allowed_from:
-            return False
-        change = _Change(
-            task_id, to, allowed_from, now_us(), status_message, reply, artifacts,
-            None if metadata is None else compact(dict(metadata)), taken_through,
-            answer_with_message, spent,
+        change = self._change_of(
+            task_id, to, allowed_from=allowed_from, status_message=status_message, reply=reply,
+            artifacts=artifacts, metadata=metadata, taken_through=taken_through,
+            answer_with_message=answer_with_message, spent=spent,
         )  # fmt: skip
+        if change is None:
+            return False
         with self._db.write():
             if context_id is not None and self._one_statement_writes:
                 row = self._change_at_once(change, context_id)
@@ -175,6 +176,32 @@ class GuardedChanges(TurnStarts):
                     task_id, queued, body, for_job=for_job, configs=row.configs
                 )
             return True
+
+    @staticmethod
+    def _change_of(
+        task_id: str,
+        to: TaskState,
+        *,
+        allowed_from: tuple[TaskState, ...],
+        status_message: Message | None,
+        reply: Message | None,
+        artifacts: tuple[Artifact, ...],
+        metadata: Mapping[str, Any] | None,
+        taken_through: str | None,
+        answer_with_message: bool,
+        spent: float | None,
+    ) -> _Change | None:
+        """The change a guarded write makes; `None` when no state it is allowed from is left
+        (a terminal state is never left)."""
+        if to in TERMINAL_STATES:
+            allowed_from = tuple(state for state in allowed_from if state not in TERMINAL_STATES)
+        if not allowed_from:
+            return None
+        return _Change(
+            task_id, to, allowed_from, now_us(), status_message, reply, artifacts,
+            None if metadata is None else compact(dict(metadata)), taken_through,
+            answer_with_message, spent,
+        )  # fmt: skip
 
     def _change(self, change: _Change) -> _Changed | None:
         """The change a statement at a time: its context is learnt from the guarded write."""
@@ -238,6 +265,38 @@ class GuardedChanges(TurnStarts):
         """The change as one statement (`end_at_once`), its context known: the messages are
         addressed and the events encoded before it. A task whose context is not `context_id`
         is changed a statement at a time (`_change`), which learns it."""
+        end, encoded = self._end_write(change, context_id)
+        row = self._sql(*end_at_once(end)).fetchone()
+        if row is None:
+            found = self._sql("SELECT context_id FROM tasks WHERE id = ?", (change.task_id,))
+            context = found.fetchone()
+            if context is not None and context[0] != context_id:
+                return self._change(change)
+            return None
+        _last, metadata_now, had_artifacts, configs, _notified = row
+        return _Changed(context_id, encoded, metadata_now, had_artifacts, configs, bool(configs))
+
+    def _end_alone(
+        self, change: _Change, context_id: str, finish: tuple[str, tuple[Any, ...]]
+    ) -> tuple[list[OutboxItem], bool] | None:
+        """The change as one statement that is its own transaction (`EndAlone`; store thread,
+        outside a transaction): the pushes it queues and whether it finished the job, or `None`
+        when its guard refused. Then nothing was written, and the write a statement at a time,
+        in a transaction, decides: the task may have left the state, or have another context,
+        or a push config not checked deliverable yet."""
+        end, encoded = self._end_write(change, context_id)
+        stamp, trace = change.stamp, _tracing.traceparent()
+        head = task_head(change.task_id, context_id, encoded.status)
+        alone = EndAlone(head, (stamp, stamp, self._node, self._worker, trace), finish)
+        row = self._sql(*end_at_once(attrs.evolve(end, alone=alone))).fetchone()
+        if row is None:
+            return None
+        outbox, body, finished = row[3]
+        queued = self._outbox.opened_pushes(change.task_id, outbox, body, stamp, trace)
+        return queued, bool(finished)
+
+    def _end_write(self, change: _Change, context_id: str) -> tuple[EndWrite, _Encoded]:
+        """The change encoded for `end_at_once`, its messages addressed to the task."""
         task_id, status_message, reply = change.task_id, change.status_message, change.reply
         if status_message and _unaddressed(status_message, task_id, context_id):
             status_message = _addressed(status_message, task_id, context_id)
@@ -259,11 +318,4 @@ class GuardedChanges(TurnStarts):
             change.reply_in_status, kept_reply, encoded.artifacts, encoded.bodies,
             change.taken_through, change.spent, change.to in _NOTIFY,
         )  # fmt: skip
-        row = self._sql(*end_at_once(end)).fetchone()
-        if row is None:
-            found = self._sql("SELECT context_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
-            if found is not None and found[0] != context_id:
-                return self._change(change)
-            return None
-        _last, metadata_now, had_artifacts, configs, _notified = row
-        return _Changed(context_id, encoded, metadata_now, had_artifacts, configs, bool(configs))
+        return end, encoded

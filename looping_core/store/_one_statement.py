@@ -2,9 +2,10 @@
 data-modifying `WITH`), where later ones need nothing from earlier ones but what SQL itself can
 pass on. A statement costs PostgreSQL about 40 µs of CPU and the store's thread about 50 µs
 besides its work (`docs/benchmarks.md`), so the hottest writes of the job engine's turn are
-built here: a turn's begin (its own transaction), a new task's accept (with its push config,
-in the transaction that defers its job), and a turn's end (all but its pushes, which need the
-configs' secrets opened in Python). SQLite runs each statement in-process, group-committed:
+built here: a turn's begin (its own transaction), a new task's accept (with its push config
+and its job's defer, its own transaction), and a turn's end (made by a job: its own
+transaction, with the pushes it queues or its job's finish; else all but its pushes, which
+then follow in the same transaction). SQLite runs each statement in-process, group-committed:
 its writes stay as they are.
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "TURN_END",
     "UNSEEN_FOLLOW_UP",
     "UNSETTLED",
+    "EndAlone",
     "EndWrite",
     "accept_at_once",
     "begin_at_once",
@@ -202,6 +204,22 @@ ARTIFACT_UPSERT = (
 
 
 @attrs.frozen
+class EndAlone:
+    """What makes a turn's end its own transaction (the job engine's): the pushes it queues,
+    written in it, and its job, finished in it when it queues none. Its guard then also asks
+    that each of the task's push configs was checked deliverable (a config an older release
+    wrote is checked in Python, by the write a statement at a time)."""
+
+    body_head: str
+    """The push body's first task fields (`Outbox.task_head`): the statement adds the task's
+    artifacts, as this write leaves them, and its metadata."""
+    queued: tuple[Any, ...]
+    """Each outbox row's due time, creation time, node, worker and trace context."""
+    finish: tuple[str, tuple[Any, ...]]
+    """The engine's finish of the job (`JobHooks.job_done_call`)."""
+
+
+@attrs.frozen
 class EndWrite:
     """A turn's end as one write, every value encoded: what `end_at_once` sends."""
 
@@ -226,6 +244,8 @@ class EndWrite:
     spent: float | None
     with_configs: bool
     """Whether its row carries the task's push configs (a state that is pushed)."""
+    alone: EndAlone | None = None
+    """Its own transaction, its pushes queued in it (`end_at_once`)."""
 
 
 def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
@@ -234,12 +254,14 @@ def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
     the artifacts, the events numbered from the change's and their notice. Its row: the last
     event's number, the metadata the task has now, whether it had artifacts before, and (when
     `with_configs`) its push configs as JSON (`[config_id, body, target_checked,
-    undeliverable]` each, in order); none when the guard refused."""
+    undeliverable]` each, in order), or with `alone` the pushes it queued (`EndAlone`,
+    `_queued_alone`); none when the guard refused."""
     marks = ", ".join("?" * len(end.allowed_from))
     unseen = UNSEEN_FOLLOW_UP if end.taken_through is not None else ""
+    checked = _CONFIGS_CHECKED if end.alone is not None and end.with_configs else ""
     parts = [
         f"WITH changed AS ({TURN_END} WHERE id = ? AND context_id = ? AND state IN ({marks})"
-        f"{unseen} RETURNING id, event_seq, tenant, issuer, subject, metadata,"
+        f"{unseen}{checked} RETURNING id, event_seq, tenant, issuer, subject, metadata,"
         " EXISTS (SELECT 1 FROM artifacts WHERE task_id = tasks.id) AS had_artifacts)"
     ]
     arguments: list[Any] = [
@@ -271,12 +293,10 @@ def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
     # Rows as VALUES, not arrays: a few text parameters cost the driver less than an array.
     if end.artifacts:
         values = ", ".join(f"(?, ?, {n})" for n in range(len(end.artifacts)))
-        rows = (
-            f"SELECT changed.id, a.artifact_id, a.body FROM changed, (VALUES {values})"
-            " AS a(artifact_id, body, n) ORDER BY a.n"
-        )
-        parts.append(f"kept AS ({ARTIFACT_UPSERT.format(rows=rows)})")
+        parts.append(f"new_artifacts (artifact_id, body, n) AS (VALUES {values})")
         arguments += [value for row in end.artifacts.items() for value in row]
+        rows = "SELECT changed.id, a.artifact_id, a.body FROM changed, new_artifacts a ORDER BY a.n"
+        parts.append(f"kept AS ({ARTIFACT_UPSERT.format(rows=rows)})")
     values = ", ".join(f"(?, {n})" for n in range(1, len(end.events) + 1))
     parts.append(
         "events AS (INSERT INTO task_events (task_id, seq, body, created_ts)"
@@ -285,7 +305,9 @@ def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
     )
     arguments += [len(end.events), end.stamp, *end.events]
     configs = "NULL"
-    if end.with_configs:
+    if end.alone is not None:
+        configs = _queued_alone(end, end.alone, parts, arguments)
+    elif end.with_configs:
         configs = (
             "(SELECT json_agg(json_build_array(config_id, body, target_checked, undeliverable)"
             " ORDER BY seq) FROM push_configs WHERE task_id = changed.id)"
@@ -295,3 +317,66 @@ def end_at_once(end: EndWrite) -> tuple[str, tuple[Any, ...]]:
         " pg_notify(?, id) FROM changed"
     )
     return statement, (*arguments, EVENTS_CHANNEL)
+
+
+_CONFIGS_CHECKED = (
+    " AND NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = tasks.id"
+    " AND NOT (target_checked AND undeliverable IS NULL))"
+)
+"""The guard of an end alone that queues pushes: every config of the task checked deliverable."""
+_ARTIFACTS_NOW = (
+    "SELECT string_agg(body, ',' ORDER BY fresh, n) FROM ("
+    " SELECT COALESCE(a.body, old.body) AS body, FALSE AS fresh, old.seq AS n FROM artifacts old"
+    " LEFT JOIN new_artifacts a ON a.artifact_id = old.artifact_id WHERE old.task_id = changed.id"
+    " UNION ALL SELECT a.body, TRUE, a.n FROM new_artifacts a WHERE NOT EXISTS (SELECT 1"
+    " FROM artifacts old WHERE old.task_id = changed.id AND old.artifact_id = a.artifact_id))"
+    " AS now"
+)
+"""The task's artifacts as this write leaves them, joined: those stored before in their order
+(the statement sees them as they were), with this write's bodies under their ids, then this
+write's new ones in order (`ARTIFACT_UPSERT`'s result, which the statement cannot read)."""
+
+
+def _queued_alone(end: EndWrite, alone: EndAlone, parts: list[str], arguments: list[Any]) -> str:
+    """The parts of an end alone after its events (added to `parts` and `arguments`): its
+    push body, an outbox row per config, and its job's finish if it queued none. Returns the
+    expression of its row's pushes column: `[[outbox id, config id, jti, url, config body],
+    body, finished]`, the first list in the outbox's order."""
+    if end.with_configs:
+        artifacts = (
+            _ARTIFACTS_NOW
+            if end.artifacts
+            else "SELECT string_agg(body, ',' ORDER BY seq) FROM artifacts"
+            " WHERE task_id = changed.id"
+        )
+        parts.append(
+            """pushed AS (SELECT '{"task":{' || ? || COALESCE(',"artifacts":[' || """
+            f"({artifacts})"
+            """ || ']', '') || COALESCE(',"metadata":' || changed.metadata, '') || '}}'"""
+            " AS body FROM changed)"
+        )
+        parts.append(
+            "outbox AS (INSERT INTO push_outbox (task_id, config_id, jti, url, body, state,"
+            " attempts, next_attempt_ts, created_ts, node, worker, traceparent)"
+            " SELECT c.task_id, c.config_id, gen_random_uuid()::text,"
+            " COALESCE(c.body::json ->> 'url', ''), pushed.body, 'pending', 0, ?, ?, ?, ?, ?"
+            " FROM changed JOIN push_configs c ON c.task_id = changed.id, pushed ORDER BY c.seq"
+            " RETURNING id, task_id, config_id, jti, url)"
+        )
+        arguments += [alone.body_head, *alone.queued]
+        unpushed = " WHERE NOT EXISTS (SELECT 1 FROM push_configs WHERE task_id = changed.id)"
+    else:
+        unpushed = ""
+    call, finish_arguments = alone.finish
+    # A volatile function: its query runs once, and only for an end that won with nothing to
+    # deliver (the row's column reads it, so it is not left out).
+    parts.append(f"finish AS (SELECT {call} FROM changed{unpushed})")
+    arguments += finish_arguments
+    if not end.with_configs:
+        return "json_build_array(json_build_array(), NULL, (SELECT COUNT(*) FROM finish))"
+    return (
+        "json_build_array((SELECT COALESCE(json_agg(json_build_array(o.id, o.config_id, o.jti,"
+        " o.url, c.body) ORDER BY o.id), json_build_array()) FROM outbox o JOIN push_configs c"
+        " ON c.task_id = o.task_id AND c.config_id = o.config_id),"
+        " (SELECT body FROM pushed), (SELECT COUNT(*) FROM finish))"
+    )

@@ -20,7 +20,7 @@ from looping_core.store._push_configs import opened_settings, target_verdict
 from looping_core.store._rows import StoreBase, compact, now_us
 from looping_core.store._secrets import SecretsUnreadable
 
-__all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows"]
+__all__ = ["Outbox", "OutboxItem", "PendingPushes", "outbox_rows", "task_head"]
 
 _log = logging.getLogger("looping_core.push")
 
@@ -90,13 +90,35 @@ class Outbox(StoreBase):
                     "SELECT body FROM artifacts WHERE task_id = ? ORDER BY seq", (task_id,)
                 ).fetchall()
             ]
-        fields = [f'"id":{compact(task_id)},"contextId":{compact(context_id)}']
-        fields.append(f'"status":{status}')
+        fields = [task_head(task_id, context_id, status)]
         if artifacts:
             fields.append(f'"artifacts":[{",".join(artifacts)}]')
         if metadata is not None:
             fields.append(f'"metadata":{metadata}')
         return '{"task":{' + ",".join(fields) + "}}"
+
+    def opened_pushes(
+        self,
+        task_id: str,
+        rows: Sequence[Sequence[Any]],
+        body: str,
+        stamp: int,
+        trace: str | None,
+    ) -> list[OutboxItem]:
+        """The pushes a write queued in SQL (`EndAlone`; store thread, after its commit) as the
+        deliverer takes them, their configs' secrets opened. `rows`: each one's outbox id,
+        config id, jti, URL and config body. One whose secrets cannot be opened is failed, as
+        it would have been queued."""
+        queued = []
+        for outbox_id, config_id, jti, url, config in rows:
+            try:
+                settings = opened_settings(self._secrets, task_id, config_id, json.loads(config))
+            except SecretsUnreadable as exc:
+                self._fail_undeliverable(outbox_id, 0, str(exc))
+                continue
+            row = (outbox_id, task_id, config_id, jti, url, body, 0, stamp)
+            queued.append(_item(row, settings, trace))
+        return queued
 
     def queue_pushes(
         self,
@@ -317,6 +339,11 @@ class Outbox(StoreBase):
     async def outbox(self, task_id: str) -> list[dict[str, Any]]:
         """The outbox rows of a task with their attempts (for `looping tasks` and tests)."""
         return await self._db.run(outbox_rows, self._sql, task_id)
+
+
+def task_head(task_id: str, context_id: str, status: str) -> str:
+    """A task push body's first fields: its id, context and status (`status`: its JSON)."""
+    return f'"id":{compact(task_id)},"contextId":{compact(context_id)},"status":{status}'
 
 
 def outbox_rows(sql: Callable[..., Any], task_id: str) -> list[dict[str, Any]]:

@@ -116,10 +116,30 @@ class Turns(GuardedChanges):
         knows it (the begun turn's): on PostgreSQL the write is then two statements, one with
         pushes to queue.
 
+        Told the context and given a job whose finish can be embedded, the end is one
+        statement, its own transaction, its pushes queued in it (`EndAlone`); if its guard
+        refuses, the write a statement at a time decides.
+
         Retried after its commit's answer was lost (`patiently`), it finds the task in `to`
         already: that counts as won, and its pushes are read back (`TurnEnd.pushes` is None).
         """
         queued: list[OutboxItem] = []
+        finish = self._job_done_call(job) if context_id and self._one_statement_writes else None
+        if finish is not None and context_id is not None:
+            change = self._change_of(
+                task_id, to, allowed_from=(TaskState.TASK_STATE_WORKING,),
+                status_message=status_message, reply=reply, artifacts=tuple(artifacts),
+                metadata=metadata, taken_through=taken_through,
+                answer_with_message=answer_with_message, spent=spent,
+            )  # fmt: skip
+            alone = None
+            if change is not None:
+                alone = await self._db.run_alone(self._end_alone, change, context_id, finish)
+            if alone is not None:
+                pushes, finished = alone
+                self._events.events_written(task_id)
+                self._outbox.pushes_written(pushes)
+                return TurnEnd(True, tuple(pushes), finished)
 
         def write() -> TurnEnd:
             queued.clear()  # a batch undone runs its writes again
