@@ -150,8 +150,19 @@ class Worker(procrastinate.worker.Worker):
 def connection_pool(**options: Any) -> psycopg_pool.AsyncConnectionPool[Any]:
     """procrastinate's connection pool, with a check before each connection it lends that costs
     no round trip (`still_connected`) instead of the empty query procrastinate asks for: that
-    query was a quarter of the engine's round trips, two per turn (the fetch's, the finish's)."""
-    return psycopg_pool.AsyncConnectionPool(**{**options, "check": still_connected})
+    query was a quarter of the engine's round trips, two per turn (the fetch's, the finish's).
+    Its connections are in autocommit: every query procrastinate sends through them is one
+    statement (its functions), which needs no BEGIN and COMMIT around it (two statements per
+    fetch, one fetch per turn)."""
+    return psycopg_pool.AsyncConnectionPool(
+        **{**options, "configure": _autocommit, "check": still_connected}
+    )
+
+
+async def _autocommit(connection: Any) -> None:
+    """Set on each connection as the pool opens it (not through the pool's `kwargs`, which
+    procrastinate also passes, with its own `autocommit`, to its listening connection)."""
+    await connection.set_autocommit(True)
 
 
 async def still_connected(connection: Any) -> None:

@@ -211,7 +211,7 @@ class EndAlone:
     wrote is checked in Python, by the write a statement at a time)."""
 
     body_head: str
-    """The push body's first task fields (`Outbox.task_head`): the statement adds the task's
+    """The push body's first task fields (`_outbox.task_head`): the statement adds the task's
     artifacts, as this write leaves them, and its metadata."""
     queued: tuple[Any, ...]
     """Each outbox row's due time, creation time, node, worker and trace context."""
