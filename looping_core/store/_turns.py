@@ -113,12 +113,10 @@ class Turns(GuardedChanges):
         (they get no job of their own) and is finished in this write if there are none.
         `spent`: what the turn's model calls cost, added to its caller's spend of the day (the
         daily budget's count) in the same write. `context_id`: the task's, when the caller
-        knows it (the begun turn's): on PostgreSQL the write is then two statements, one with
-        pushes to queue.
-
-        Told the context and given a job whose finish can be embedded, the end is one
-        statement, its own transaction, its pushes queued in it (`EndAlone`); if its guard
-        refuses, the write a statement at a time decides.
+        knows it (the begun turn's). On PostgreSQL the write is then one statement, and one
+        more with pushes to queue; with a `job` whose finish can be embedded, that one
+        statement is its own transaction, its pushes queued or its job finished in it
+        (`EndAlone`), and if its guard refuses, the write a statement at a time decides.
 
         Retried after its commit's answer was lost (`patiently`), it finds the task in `to`
         already: that counts as won, and its pushes are read back (`TurnEnd.pushes` is None).
