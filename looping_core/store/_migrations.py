@@ -27,9 +27,11 @@ from looping_core.store._models import (
     _Base,
 )
 from looping_core.store._rows import RUNNING
+from looping_core.store._unreachable import StoreError
 
 __all__ = [
     "MIGRATIONS",
+    "POSTGRES_OLDEST",
     "Migration",
     "MigrationStatus",
     "bind",
@@ -240,7 +242,32 @@ def _journal(db: peewee.Database) -> None:
     db.create_tables([CoreMigration, PluginMigration], safe=True)
 
 
+POSTGRES_OLDEST = 13
+"""The oldest PostgreSQL (major version) the store runs on: a turn's end on the job engine makes
+its pushes' `jti` with `gen_random_uuid()`, built in since PostgreSQL 13."""
+
+
+def _require_supported_server(db: peewee.Database) -> None:
+    """Refuse a PostgreSQL older than `POSTGRES_OLDEST` before anything is migrated or served:
+    on it the first turn's end would fail, far from the cause."""
+    if not isinstance(db, peewee.PostgresqlDatabase):
+        return
+    cursor = db.execute_sql(  # type: ignore[no-untyped-call]
+        "SELECT current_setting('server_version_num')::int, current_setting('server_version')"
+    )
+    number, version = cursor.fetchone()
+    if number // 10000 < POSTGRES_OLDEST:
+        raise StoreError(
+            f"the store needs PostgreSQL {POSTGRES_OLDEST} or later, and the server at"
+            f" [store] url runs PostgreSQL {version}; upgrade it, or set [store] url to a"
+            f" PostgreSQL {POSTGRES_OLDEST} or later"
+        )
+
+
 def migration_status(db: peewee.Database) -> MigrationStatus:
+    """What core's journal in `db` has applied, and what is pending (on a server the store
+    runs on: see `POSTGRES_OLDEST`)."""
+    _require_supported_server(db)
     bind(db)
     _journal(db)
     applied = tuple(row.version for row in CoreMigration.select().order_by(CoreMigration.version))

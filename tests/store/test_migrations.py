@@ -5,7 +5,17 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from looping_core.store.internal import Database, bind, migration_status, upgrade
+import pytest
+
+from looping_core.store import _migrations
+from looping_core.store.internal import (
+    Database,
+    StoreError,
+    bind,
+    migration_status,
+    open_database,
+    upgrade,
+)
 
 SCHEMA_V1 = Path(__file__).with_name("schema_v1.sql")
 
@@ -90,3 +100,26 @@ def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path)
         finally:
             database.close()
     assert schema(old) == schema(tmp_path / "new.db")
+
+
+def test_a_postgresql_older_than_the_store_needs_is_refused_before_anything_is_written(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = open_database(postgres_url)
+    try:
+        running = db.execute_sql("SHOW server_version").fetchone()[0]
+        major = int(running.split(".")[0])
+        assert major >= _migrations.POSTGRES_OLDEST  # the suite's own server is supported
+        monkeypatch.setattr(_migrations, "POSTGRES_OLDEST", major + 1)  # as if it were older
+        with pytest.raises(StoreError) as refused:
+            upgrade(db)
+        assert str(refused.value) == (
+            f"the store needs PostgreSQL {major + 1} or later, and the server at [store] url"
+            f" runs PostgreSQL {running}; upgrade it, or set [store] url to a PostgreSQL"
+            f" {major + 1} or later"
+        )
+        with pytest.raises(StoreError):
+            migration_status(db)  # `looping db status`, and a worker's check, say it too
+        assert db.get_tables() == []  # not even the journal
+    finally:
+        db.close()
