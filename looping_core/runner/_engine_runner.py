@@ -5,7 +5,8 @@ A blocking `SendMessage` waits for the task's events, not on a timer: this proce
 writes announce themselves (`TaskStore.watch_events`), other processes' through PostgreSQL's
 LISTEN/NOTIFY (every event write notifies in its transaction). The task's state is read once
 when the wait begins and again only when an event of that task was written; if listening was
-interrupted (notices may have been lost), every waiter reads again.
+interrupted (notices may have been lost), every waiter reads again. The process listens from its
+first wait until nothing has waited for `LISTEN_IDLE_SECONDS`, and again from the next wait.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from typing import TYPE_CHECKING, Protocol
 from looping_core.a2a import Message
 from looping_core.contract import Identity
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import StoreUnavailable, TaskStore, TurnStart
+from looping_core.store.internal import (
+    LISTEN_IDLE_SECONDS,
+    StoreUnavailable,
+    TaskStore,
+    TurnStart,
+)
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine
@@ -29,7 +35,11 @@ __all__ = ["EngineRunner"]
 class _Notices(Protocol):
     """The store's LISTEN connection (`TaskStore.event_notices`)."""
 
+    @property
+    def listening(self) -> bool: ...
     async def start(self) -> None: ...
+    async def resume(self) -> None: ...
+    async def pause(self) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -44,6 +54,10 @@ class EngineRunner:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._notices: _Notices | None = None
         self._listening: asyncio.Task[None] | None = None
+        self._idle: asyncio.Task[None] | None = None
+        """Stops listening once nothing has waited for a while (`_pause_when_idle`)."""
+        self._idle_sleeping = False
+        """`_idle` has not begun its pause: it can still be canceled."""
         self._open = False
         store.watch_events(self._written)
 
@@ -74,6 +88,10 @@ class EngineRunner:
                 waiting.discard(woken)
                 if not waiting:
                     del self._waiters[task_id]
+            if not self._waiters and self._notices is not None:
+                self._stop_idle_timer()
+                self._idle = asyncio.create_task(self._pause_when_idle())
+                self._idle_sleeping = True
 
     async def cancel(self, task_id: str) -> None:
         await self._engine.abort_turn(task_id)
@@ -92,14 +110,16 @@ class EngineRunner:
 
     async def close(self) -> None:
         self._open = False
-        if self._listening is not None:
-            self._listening.cancel()
+        for task in (self._listening, self._idle):
+            if task is not None:
+                task.cancel()
         if self._notices is not None:
             await self._notices.close()
 
     async def _listen(self) -> None:
-        """Start listening for other processes' events, once, when the first wait begins (a
-        worker process that serves no requests never opens the connection)."""
+        """Listen for other processes' events from the first wait on (a worker process that
+        serves no requests never opens the connection), and again after an idle pause."""
+        self._stop_idle_timer()
         if self._listening is None:
             notices = self._store.event_notices(self._written, self._wake_all)
             if notices is None:
@@ -115,6 +135,25 @@ class EngineRunner:
             if self._listening is listening:
                 self._listening = None  # the next wait tries again
             raise StoreUnavailable(exc) from exc
+        if self._notices is not None and not self._notices.listening:
+            await self._notices.resume()  # returns once the LISTEN is in place
+
+    async def _pause_when_idle(self) -> None:
+        """Stop listening once nothing has waited for `LISTEN_IDLE_SECONDS`. A wait that begins
+        once the pause has begun is not lost: its `resume` waits for the pause to end, then
+        listens again (with no await between the check and the pause taking its lock)."""
+        try:
+            await asyncio.sleep(LISTEN_IDLE_SECONDS)
+        finally:
+            self._idle_sleeping = False
+        if not self._waiters and self._notices is not None:
+            await self._notices.pause()
+
+    def _stop_idle_timer(self) -> None:
+        """A wait begins (or the timer starts over): the idle timer, if still sleeping, stops."""
+        if self._idle is not None and self._idle_sleeping:
+            self._idle.cancel()
+        self._idle_sleeping = False
 
     def _written(self, task_id: str) -> None:
         for woken in self._waiters.get(task_id, ()):

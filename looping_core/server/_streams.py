@@ -27,7 +27,12 @@ from looping_core import _metrics
 from looping_core.a2a import TooManyStreams
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
-from looping_core.store.internal import StoreUnavailable, TaskEvent, TaskStore
+from looping_core.store.internal import (
+    LISTEN_IDLE_SECONDS,
+    StoreUnavailable,
+    TaskEvent,
+    TaskStore,
+)
 
 __all__ = ["EventHub", "Subscription", "TaskStream", "with_generation", "written_within"]
 
@@ -35,10 +40,6 @@ _log = logging.getLogger("looping_core.streams")
 
 NOTIFIED_POLL_FACTOR = 10
 """Where the store tells of other processes' events (PostgreSQL), polling is only a safety net."""
-LISTEN_IDLE_SECONDS = 30.0
-"""How long the hub keeps listening (PostgreSQL) once nothing is subscribed: streams that come
-and go do not reconnect each time, and a process that streams nothing is not told of every
-event written (each notice costs a listening connection PostgreSQL's work, whoever it is for)."""
 OUTAGE_PAUSE_SECONDS = 0.5
 """How often streams look again while the store is out of reach."""
 

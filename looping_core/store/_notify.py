@@ -4,9 +4,9 @@ Each event write also runs `pg_notify(channel, task_id)` in its transaction, so 
 out when (and only if) the events commit. A process that streams listens on its own asynchronous
 connection (psycopg's, on the event loop: no thread, no polling), and hands each notified task
 id on. If that connection fails it is opened again with a growing delay; the stream hub's slower
-poll covers the gap. A process that streams nothing for a while stops listening (`pause`): a
-listening connection costs PostgreSQL work for every notice written, whoever it is for. SQLite
-has no such thing: there the hub polls.
+poll covers the gap. A process that waits for no events for a while (no stream, no blocking
+SendMessage) stops listening (`pause`): a listening connection costs PostgreSQL work for every
+notice written, whoever it is for. SQLite has no such thing: there the hub polls.
 """
 
 from __future__ import annotations
@@ -17,9 +17,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["EVENTS_CHANNEL", "EventNotices"]
+__all__ = ["EVENTS_CHANNEL", "LISTEN_IDLE_SECONDS", "EventNotices"]
 
 EVENTS_CHANNEL = "looping_task_events"
+
+LISTEN_IDLE_SECONDS = 30.0
+"""How long a process keeps listening once nothing in it waits for events (a stream, a blocking
+SendMessage): waits that come and go do not reconnect each time, and a process that waits for
+nothing is not told of every event written (each notice costs PostgreSQL work for every
+listening connection, whoever it is for)."""
 
 _log = logging.getLogger("looping_core.store")
 
@@ -45,6 +51,9 @@ class EventNotices:
         self._retry: asyncio.Task[None] | None = None
         self._wanted = False
         self._closed = False
+        self._switching = asyncio.Lock()
+        """Held while listening starts or stops: a `resume` returns once the LISTEN is in
+        place (also to a second caller), and never meets a `pause` halfway."""
 
     @property
     def listening(self) -> bool:
@@ -61,20 +70,24 @@ class EventNotices:
         """Listen again after `pause` (nothing if listening). Never raises: a connection that
         cannot be made is tried again with a growing delay, and `on_missed` says when it is
         made (the notices meanwhile are lost)."""
-        if self._wanted or self._closed:
-            return
-        self._wanted = True
-        try:
-            await self._listen()
-        except Exception as exc:
-            _log.info("listening for task events: %s; trying again", _line(exc))
-            self._retry = asyncio.create_task(self._reconnect(), name="looping-event-notices-retry")
+        async with self._switching:
+            if self._wanted or self._closed:
+                return
+            self._wanted = True
+            try:
+                await self._listen()
+            except Exception as exc:
+                _log.info("listening for task events: %s; trying again", _line(exc))
+                self._retry = asyncio.create_task(
+                    self._reconnect(), name="looping-event-notices-retry"
+                )
 
     async def pause(self) -> None:
         """Stop listening, and close the connection, until `resume`."""
-        self._wanted = False
-        await self._stop_tasks()
-        await self._drop()
+        async with self._switching:
+            self._wanted = False
+            await self._stop_tasks()
+            await self._drop()
 
     async def _listen(self) -> None:
         connection = await self._connect()
@@ -121,10 +134,11 @@ class EventNotices:
                 await connection.close()
 
     async def close(self) -> None:
-        self._closed = True
-        self._wanted = False
-        await self._stop_tasks()
-        await self._drop()
+        async with self._switching:
+            self._closed = True
+            self._wanted = False
+            await self._stop_tasks()
+            await self._drop()
 
     async def _stop_tasks(self) -> None:
         for task in (self._retry, self._reader):
