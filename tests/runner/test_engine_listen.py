@@ -5,95 +5,70 @@ that waits for nothing is not told of every event written."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any, cast
 
 import pytest
 
-from looping_core.a2a import Message, Part, Role, TaskState
-from looping_core.contract import Identity
+from looping_core.a2a import TaskState
 from looping_core.runner import _engine_runner
 from looping_core.runner._engine_runner import EngineRunner
-from looping_core.store.internal import Database, TaskStore, bind, upgrade
+from looping_core.store.internal import TaskStore
 
 from support.engine import rows
-
-CALLER = Identity("t", "https://gateway.example", "caller")
-LISTENING = (
-    "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-    " AND query = 'LISTEN looping_task_events'"
-)
+from support.working import LISTENING, two_stores, until_listening, working_task
 
 
 @pytest.fixture
 async def stores(postgres_url: str) -> AsyncIterator[tuple[TaskStore, TaskStore]]:
-    """This process's store, and another process's (its own connections)."""
-    here, there = Database.from_url(postgres_url), Database.from_url(postgres_url)
-    await here.run_alone(lambda: (bind(here.peewee), upgrade(here.peewee)))
-    yield TaskStore(here, node="here"), TaskStore(there, node="there")
-    here.close()
-    there.close()
+    async with two_stores(postgres_url) as both:
+        yield both
 
 
-async def working_task(store: TaskStore) -> str:
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="hi"),))
-    task = (await store.start_turn(CALLER, message, None)).task
-    assert await store.begin_turn(task.id) is not None
-    return task.id
-
-
-async def until_listening(url: str, count: int) -> None:
-    async with asyncio.timeout(10):
-        while rows(url, LISTENING) != [(count,)]:
-            await asyncio.sleep(0.02)
+@pytest.fixture
+async def runner(
+    stores: tuple[TaskStore, TaskStore], monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[EngineRunner]:
+    """This process's runner, idle after 50 ms. Only its store's side is used: waits read the
+    task and are woken by its notices."""
+    monkeypatch.setattr(_engine_runner, "LISTEN_IDLE_SECONDS", 0.05)
+    runner = EngineRunner(stores[0], cast(Any, None), cast(Any, None))
+    await runner.open()
+    yield runner
+    await runner.close()
 
 
 async def test_the_runner_listens_while_a_send_waits_and_stops_once_nothing_has(
-    stores: tuple[TaskStore, TaskStore], postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    stores: tuple[TaskStore, TaskStore], runner: EngineRunner, postgres_url: str
 ) -> None:
-    monkeypatch.setattr(_engine_runner, "LISTEN_IDLE_SECONDS", 0.05)
-    here, there = stores
-    # Only the store's side is used: waits read the task and are woken by its notices.
-    runner = EngineRunner(here, cast(Any, None), cast(Any, None))
-    await runner.open()
-    try:
-        await until_listening(postgres_url, 0)  # nothing waits: no connection
-        for _turn in range(2):  # the first wait listens, and so does one after the idle pause
-            remote = await working_task(there)
-            waiting = asyncio.create_task(runner.wait_settled(remote, timeout=30))
-            await until_listening(postgres_url, 1)
-            assert not waiting.done()
-            await there.transition(remote, TaskState.TASK_STATE_COMPLETED)  # another process
-            await asyncio.wait_for(waiting, 10)  # woken by the notice: the runner never polls
-            await until_listening(postgres_url, 0)  # idle: the connection is closed
-    finally:
-        await runner.close()
+    there = stores[1]
+    await until_listening(postgres_url, 0)  # nothing waits: no connection
+    for _turn in range(2):  # the first wait listens, and so does one after the idle pause
+        remote = await working_task(there)
+        waiting = asyncio.create_task(runner.wait_settled(remote, timeout=30))
+        await until_listening(postgres_url, 1)
+        assert not waiting.done()
+        await there.transition(remote, TaskState.TASK_STATE_COMPLETED)  # another process
+        await asyncio.wait_for(waiting, 10)  # woken by the notice: the runner never polls
+        await until_listening(postgres_url, 0)  # idle: the connection is closed
 
 
 async def test_waits_that_overlap_share_one_connection_and_keep_it_open(
-    stores: tuple[TaskStore, TaskStore], postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    stores: tuple[TaskStore, TaskStore], runner: EngineRunner, postgres_url: str
 ) -> None:
-    monkeypatch.setattr(_engine_runner, "LISTEN_IDLE_SECONDS", 0.05)
-    here, there = stores
-    runner = EngineRunner(here, cast(Any, None), cast(Any, None))
-    await runner.open()
-    try:
-        first, second = await working_task(there), await working_task(there)
-        waits = [
-            asyncio.create_task(runner.wait_settled(task_id, timeout=30))
-            for task_id in (first, second)
-        ]
-        await until_listening(postgres_url, 1)
-        await there.transition(first, TaskState.TASK_STATE_COMPLETED)
-        await asyncio.wait_for(waits[0], 10)
-        await asyncio.sleep(0.2)  # past the idle time: the second still waits
-        await until_listening(postgres_url, 1)
-        await there.transition(second, TaskState.TASK_STATE_COMPLETED)
-        await asyncio.wait_for(waits[1], 10)
-        await until_listening(postgres_url, 0)
-    finally:
-        await runner.close()
+    there = stores[1]
+    first, second = await working_task(there), await working_task(there)
+    waits = [
+        asyncio.create_task(runner.wait_settled(task_id, timeout=30)) for task_id in (first, second)
+    ]
+    await until_listening(postgres_url, 1)
+    await there.transition(first, TaskState.TASK_STATE_COMPLETED)
+    await asyncio.wait_for(waits[0], 10)
+    await asyncio.sleep(0.2)  # past the idle time: the second still waits
+    await until_listening(postgres_url, 1)
+    await there.transition(second, TaskState.TASK_STATE_COMPLETED)
+    await asyncio.wait_for(waits[1], 10)
+    await until_listening(postgres_url, 0)
 
 
 async def test_a_second_wait_goes_on_only_once_the_first_has_listened_again(

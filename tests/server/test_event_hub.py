@@ -14,31 +14,17 @@ import pytest
 
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.config import StreamingConfig
-from looping_core.contract import Identity
 from looping_core.server import _streams
 from looping_core.server._streams import EventHub, Subscription
-from looping_core.store.internal import Database, TaskEvent, TaskStore, bind, upgrade
+from looping_core.store.internal import TaskEvent, TaskStore
 
-from support.engine import rows
-
-CALLER = Identity("t", "https://gateway.example", "caller")
+from support.working import two_stores, until_listening, working_task
 
 
 @pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[TaskStore, TaskStore]]:
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    here, there = Database.from_url(url), Database.from_url(url)
-    await here.run_alone(lambda: (bind(here.peewee), upgrade(here.peewee)))
-    yield TaskStore(here, node="here"), TaskStore(there, node="there")
-    here.close()
-    there.close()
-
-
-async def working_task(store: TaskStore) -> str:
-    message = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=(Part(text="hi"),))
-    task = (await store.start_turn(CALLER, message, None)).task
-    assert await store.begin_turn(task.id) is not None
-    return task.id
+    async with two_stores(f"sqlite:///{tmp_path / 'store.db'}") as both:
+        yield both
 
 
 def note(task_id: str, text: str) -> Message:
@@ -140,31 +126,17 @@ async def test_on_postgresql_the_hub_listens_only_while_something_is_subscribed(
     another process's events arrive at once, with the poll far beyond the test; once idle
     again, it stops."""
     monkeypatch.setattr(_streams, "LISTEN_IDLE_SECONDS", 0.05)
-    here_db, there_db = Database.from_url(postgres_url), Database.from_url(postgres_url)
-    await here_db.run_alone(lambda: (bind(here_db.peewee), upgrade(here_db.peewee)))
-    here, there = TaskStore(here_db, node="here"), TaskStore(there_db, node="there")
-    hub = EventHub(here, StreamingConfig(poll_seconds=60))  # notified: a look every 10 minutes
-
-    async def until_listening(count: int) -> None:
-        query = (
-            "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND query = 'LISTEN looping_task_events'"
-        )
-        async with asyncio.timeout(10):
-            while rows(postgres_url, query) != [(count,)]:
-                await asyncio.sleep(0.02)
-
-    await hub.start()
-    try:
-        await until_listening(0)  # nothing subscribed
-        remote = await working_task(there)
-        watched = hub.subscribe(remote, 1)
-        await until_listening(1)
-        await there.progress(remote, note(remote, "from there"), push=False)
-        assert "from there" in await next_text(watched, timeout=5)
-        hub.unsubscribe(watched)
-        await until_listening(0)
-    finally:
-        await hub.close()
-        here_db.close()
-        there_db.close()
+    async with two_stores(postgres_url) as (here, there):
+        hub = EventHub(here, StreamingConfig(poll_seconds=60))  # notified: a look every 10 minutes
+        await hub.start()
+        try:
+            await until_listening(postgres_url, 0)  # nothing subscribed
+            remote = await working_task(there)
+            watched = hub.subscribe(remote, 1)
+            await until_listening(postgres_url, 1)
+            await there.progress(remote, note(remote, "from there"), push=False)
+            assert "from there" in await next_text(watched, timeout=5)
+            hub.unsubscribe(watched)
+            await until_listening(postgres_url, 0)
+        finally:
+            await hub.close()
