@@ -35,8 +35,6 @@ __all__ = ["EngineRunner"]
 class _Notices(Protocol):
     """The store's LISTEN connection (`TaskStore.event_notices`)."""
 
-    @property
-    def listening(self) -> bool: ...
     async def start(self) -> None: ...
     async def resume(self) -> None: ...
     async def pause(self) -> None: ...
@@ -135,8 +133,10 @@ class EngineRunner:
             if self._listening is listening:
                 self._listening = None  # the next wait tries again
             raise StoreUnavailable(exc) from exc
-        if self._notices is not None and not self._notices.listening:
-            await self._notices.resume()  # returns once the LISTEN is in place
+        if self._notices is not None:
+            # After an idle pause, listen again. Asked of every wait: it returns only once the
+            # LISTEN is in place, also to a wait that begins while another's is being made.
+            await self._notices.resume()
 
     async def _pause_when_idle(self) -> None:
         """Stop listening once nothing has waited for `LISTEN_IDLE_SECONDS`. A wait that begins
