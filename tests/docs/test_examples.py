@@ -3,7 +3,8 @@ tested, in a comment before it, and the blocks this module runs are run as writt
 
 - `<!-- example: runs -->`: run here. A shell block runs in bash in a sandbox laid out like a
   clone (this environment's `.venv`, a copy of `examples/` on free ports, its own home for the
-  local gateway's key); what it leaves in the background is stopped after it. A Python block
+  local gateway's key); `looping model serve` is told the model server's free port; what it
+  leaves in the background is stopped, and waited for, after it. A Python block
   with tests is run by pytest in that sandbox. An `output` block right after it is what it must
   print (`...` stands for any text).
 - `<!-- example: module NAME -->`: a Python block that is the module `NAME` the page's other
@@ -153,14 +154,20 @@ def sandbox(tmp_path: Path) -> Path:
     return tmp_path
 
 
+MODEL_PORT = "11434"
+"""Where `looping model serve` listens unless told (`--port`), and the pages' configs look for
+it."""
+
+
 def _lay_out(sandbox: Path, page: str) -> dict[str, str]:
     """Write the page's files and modules into the sandbox, and move every config in it to
-    free ports (11434 stays: `looping model serve` listens there); the ports moved."""
+    free ports (the model server's too: blocks run side by side, and a developer's own model
+    server may hold 11434); the ports moved."""
     for block in _all_blocks():
         if block.page == page and block.how in ("module", "file"):
             name = f"{block.arg}.py" if block.how == "module" else str(block.arg)
             (sandbox / name).write_text(block.code)
-    moved = {port: str(_free_port()) for port in ("8080", "9000", "9464")}
+    moved = {port: str(_free_port()) for port in ("8080", "9000", "9464", MODEL_PORT)}
     for config in [*sandbox.glob("*.toml"), *sandbox.glob("examples/*.toml")]:
         text = config.read_text()
         for port, free in moved.items():
@@ -233,7 +240,13 @@ def _run_shell(
     code = block.code
     for port, free in moved.items():  # the commands' URLs, moved as the configs' were
         code = code.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
-    script = "set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" + code
+    if MODEL_PORT in moved:  # the model server listens where the configs now look for it
+        code = code.replace(
+            "looping model serve", f"looping model serve --port {moved[MODEL_PORT]}"
+        )
+    # The block's background processes are stopped, and waited for, as it ends.
+    stop = "kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true"
+    script = f"set -euo pipefail\ntrap '{stop}' EXIT\n" + code
     done = subprocess.run(
         ["bash", "-c", script], cwd=sandbox, env=_environment(sandbox, database_url),
         capture_output=True,
