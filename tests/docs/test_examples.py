@@ -240,10 +240,8 @@ def _run_shell(
     code = block.code
     for port, free in moved.items():  # the commands' URLs, moved as the configs' were
         code = code.replace(f"127.0.0.1:{port}", f"127.0.0.1:{free}")
-    if MODEL_PORT in moved:  # the model server listens where the configs now look for it
-        code = code.replace(
-            "looping model serve", f"looping model serve --port {moved[MODEL_PORT]}"
-        )
+    # The model server listens where the configs now look for it.
+    code = code.replace("looping model serve", f"looping model serve --port {moved[MODEL_PORT]}")
     # The block's background processes are stopped, and waited for, as it ends.
     stop = "kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true"
     script = f"set -euo pipefail\ntrap '{stop}' EXIT\n" + code
