@@ -33,7 +33,9 @@ from support.engine import Processes, engine_config, rows
 from support.pg_server import PostgresServer
 from support.served import serve, start_worker
 
-pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+# Processes of their own (see tests/conftest.py), and outages timed against a loaded machine:
+# run alone, after the parallel run (the README's test command).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 KEY = ed25519_private_jwk("agent-key-1")
 CHAOS_SECONDS = float(os.environ.get("LOOPING_CHAOS_SECONDS", "20"))

@@ -29,7 +29,9 @@ from support.pg_server import PostgresServer
 from support.served import serve, start_worker
 from support.serving import serving
 
-pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
+# Processes of their own (see tests/conftest.py), and outages timed against a loaded machine:
+# run alone, after the parallel run (the README's test command).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 KEY = ed25519_private_jwk("agent-key-1")
 OUTAGE_SECONDS = 6
