@@ -5,8 +5,8 @@ a2a_1_1_draft = true`).
 A task's generation is 1 when it is created and one more per change, each change one event. The
 store already numbers every task's events in the transaction that makes the change, from 1, so
 a task whose latest event is number `n` is at generation `n + 1`, and event `n` carries `n + 1`.
-Every read here takes the event number first and the task after it: a generation shown is never
-newer than the task it comes with (at worst a long-poll returns at once, never too late).
+Every read here takes the event number and the task in one snapshot of the store
+(`stream_start`): the generation shown is the one of the task it comes with.
 """
 
 from __future__ import annotations

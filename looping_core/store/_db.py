@@ -69,6 +69,9 @@ SQLITE_BATCH = 64
 """The most jobs one SQLite transaction carries."""
 POSTGRES_THREADS = 8
 
+READ_SNAPSHOT = "REPEATABLE READ, READ ONLY"
+"""A PostgreSQL read's transaction modes (see `Database.read`)."""
+
 SQLITE_OLDEST = (3, 35, 0)
 """The oldest SQLite the store runs on: its writes read back what they changed (`RETURNING`)."""
 
@@ -154,6 +157,8 @@ class _Job:
     """Its code must not run twice: a transaction of its own, not a shared batch."""
     guarded: bool = False
     """Its own `write()` is a real savepoint (it caught an error from inside one)."""
+    reads: bool = False
+    """It only reads, and its statements must see one moment (`Database.read`)."""
     context: contextvars.Context | None = None
     """The caller's context (its span, its log fields), which `fn` runs in."""
 
@@ -228,6 +233,14 @@ class Database:
         fails), so its only effects must be its statements; otherwise use `run_once`."""
         return await self._await(fn, args)
 
+    async def read(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`run` for a job that only reads, several statements that must agree with one another
+        (a task's row, then its history, artifacts and event number). SQLite's transactions
+        see one moment already. PostgreSQL's default (READ COMMITTED) lets every statement see
+        what committed since the one before, so there the job runs in a read-only REPEATABLE
+        READ transaction: one snapshot, and a statement that would write is refused."""
+        return await self._await(fn, args, reads=True)
+
     async def run_once(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`run` for code that must run exactly once: in a transaction of its own."""
         return await self._await(fn, args, once=True)
@@ -244,17 +257,19 @@ class Database:
         *,
         alone: bool = False,
         once: bool = False,
+        reads: bool = False,
     ) -> _T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[_T] = loop.create_future()
         if not _tracing.recording():  # the hot path: no span, no name, no context to hold
-            self._queue(_Job(fn, args, future, loop, alone=alone, once=once))
+            self._queue(_Job(fn, args, future, loop, alone=alone, once=once, reads=reads))
             return await future
         with _tracing.span("store", looping__store__job=_job_name(fn)):
             # The job runs in this context (its span; a push it queues keeps the trace). Only
             # when tracing records: holding every caller's context costs p99 a few ms.
             context = contextvars.copy_context()
-            self._queue(_Job(fn, args, future, loop, alone=alone, once=once, context=context))
+            job = _Job(fn, args, future, loop, alone=alone, once=once, reads=reads, context=context)
+            self._queue(job)
             return await future
 
     def run_sync(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -368,7 +383,7 @@ class Database:
             started = time.perf_counter()
             try:
                 self.peewee.connect(reuse_if_open=True)
-                with self._writer_turn(), self.write():
+                with self._writer_turn(), self._transaction(batch):
                     outcomes = [(job, self._call(job), None) for job in batch]
             except _Undo as undo:  # the transaction was rolled back
                 if undo.error is None:
@@ -385,6 +400,15 @@ class Database:
             _metrics.STORE_COMMIT_SECONDS.observe(time.perf_counter() - started)
             return outcomes + failed
         return failed
+
+    def _transaction(self, batch: list[_Job]) -> Any:
+        """The batch's transaction: a snapshot for a PostgreSQL read (`read`; a batch is one
+        job there), else `write()`."""
+        if batch[0].reads and isinstance(self.peewee, peewee.PostgresqlDatabase):
+            # peewee writes `BEGIN TRANSACTION ISOLATION LEVEL <this>`: one statement, no
+            # round trip more than the BEGIN it sends anyway.
+            return self.peewee.atomic(isolation_level=READ_SNAPSHOT)
+        return self.write()
 
     def _call(self, job: _Job) -> Any:
         """Run one job of a batch, its outermost `write()` the batch's own (unless `guarded`).

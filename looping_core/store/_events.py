@@ -174,15 +174,16 @@ class Events(StoreBase):
 
     async def stream_start(self, caller: Identity, task_id: str) -> tuple[Task, int]:
         """The caller's task and the number of its latest event: a stream's first event, and
-        where it goes on from. The number is read first, so no event is missed (one that lands
-        in between is both in the snapshot and sent after it)."""
+        where it goes on from. Both are read in one snapshot (`Database.read`), so the task is
+        exactly as that event left it: a generation (event number + 1) shown with it is its own,
+        and a stream sends no event the snapshot already has."""
 
         def read() -> tuple[Task, int]:
             self._owned(caller, task_id)
             (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
             return self._snapshot(task_id, None, include_artifacts=True), int(seq)
 
-        return await self._db.run(read)
+        return await self._db.read(read)
 
     async def latest_event(self, caller: Identity, task_id: str) -> tuple[TaskState, int]:
         """The caller's task's state and the number of its latest event."""
@@ -192,7 +193,7 @@ class Events(StoreBase):
             (seq,) = self._sql("SELECT event_seq FROM tasks WHERE id = ?", (task_id,)).fetchone()
             return TaskState(head.state), int(seq)
 
-        return await self._db.run(read)
+        return await self._db.read(read)
 
     async def events_after(self, cursors: Mapping[str, int]) -> list[TaskEvent]:
         """The events of each task of `cursors` numbered above its cursor, in order per task."""

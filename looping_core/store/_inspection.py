@@ -23,7 +23,7 @@ class TaskInspection(StoreBase):
 
     async def inspect(self, caller: Identity, task_id: str) -> dict[str, Any]:
         """The task as JSON-ready parts; `TaskNotFound` unless `caller` owns it."""
-        return await self._db.run(self._inspect, caller, task_id)
+        return await self._db.read(self._inspect, caller, task_id)
 
     def _inspect(self, caller: Identity, task_id: str) -> dict[str, Any]:
         head = self._owned(caller, task_id)

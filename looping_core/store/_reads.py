@@ -50,15 +50,15 @@ class Reads(StoreBase):
             self._owned(caller, task_id)
             return self._snapshot(task_id, history_length, include_artifacts=True)
 
-        return await self._db.run(query)
+        return await self._db.read(query)
 
     async def list_tasks(
         self, caller: Identity, request: ListTasksRequest, *, generations: bool = False
     ) -> ListTasksResponse:
         """A page of the caller's tasks; with `generations`, each with its generation (the A2A
-        1.1 draft: read with the task's row, before its history and artifacts, so it is never
-        newer than what the task shows)."""
-        return await self._db.run(self._list, caller, request, generations)
+        1.1 draft: read with the task's row, in the one snapshot the page is read in, so it is
+        the generation of what the task shows)."""
+        return await self._db.read(self._list, caller, request, generations)
 
     def _list(
         self, caller: Identity, request: ListTasksRequest, generations: bool = False

@@ -324,7 +324,7 @@ class Turns(GuardedChanges):
                     return attrs.evolve(reply, task_id="")
             return self._snapshot(task_id, history_length, include_artifacts=True, head=head)
 
-        return await self._db.run(read)
+        return await self._db.read(read)
 
     async def canceled_metadata(self, task_id: str, metadata: Mapping[str, Any]) -> bool:
         """Give a canceled task the metadata its turn had when it was stopped (its subtasks as
