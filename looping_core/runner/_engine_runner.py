@@ -6,7 +6,7 @@ writes announce themselves (`TaskStore.watch_events`), other processes' through 
 LISTEN/NOTIFY (every event write notifies in its transaction). The task's state is read once
 when the wait begins and again only when an event of that task was written; if listening was
 interrupted (notices may have been lost), every waiter reads again. The process listens from its
-first wait until nothing has waited for `LISTEN_IDLE_SECONDS`, and again from the next wait.
+first wait until nothing has waited for a while (`EventNotices.hold`), and again from the next.
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 from looping_core.a2a import Message
 from looping_core.contract import Identity
 from looping_core.runner._turns import UNSETTLED, TurnDriver
-from looping_core.store.internal import (
-    LISTEN_IDLE_SECONDS,
-    StoreUnavailable,
-    TaskStore,
-    TurnStart,
-)
+from looping_core.store.internal import StoreUnavailable, TaskStore, TurnStart
 
 if TYPE_CHECKING:
     from looping_core.runner._engine import JobEngine
@@ -37,7 +32,8 @@ class _Notices(Protocol):
 
     async def start(self) -> None: ...
     async def resume(self) -> None: ...
-    async def pause(self) -> None: ...
+    def hold(self) -> None: ...
+    def release(self) -> None: ...
     async def close(self) -> None: ...
 
 
@@ -52,10 +48,6 @@ class EngineRunner:
         self._waiters: dict[str, set[asyncio.Event]] = {}
         self._notices: _Notices | None = None
         self._listening: asyncio.Task[None] | None = None
-        self._idle: asyncio.Task[None] | None = None
-        """Stops listening once nothing has waited for a while (`_pause_when_idle`)."""
-        self._idle_sleeping = False
-        """`_idle` has not begun its pause: it can still be canceled."""
         self._open = False
         store.watch_events(self._written)
 
@@ -73,23 +65,22 @@ class EngineRunner:
         woken = asyncio.Event()
         # Listed before the first read: an event written between the two still wakes it.
         self._waiters.setdefault(task_id, set()).add(woken)
+        notices = self._notices_for_waits()
+        notices.hold()
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout):
-                    await self._listen()
+                    await self._listen(notices)
                     while await self._store.task_state(task_id) in UNSETTLED:
                         await woken.wait()
                         woken.clear()
         finally:
+            notices.release()
             waiting = self._waiters.get(task_id)
             if waiting is not None:
                 waiting.discard(woken)
                 if not waiting:
                     del self._waiters[task_id]
-            if not self._waiters and self._notices is not None:
-                self._stop_idle_timer()
-                self._idle = asyncio.create_task(self._pause_when_idle())
-                self._idle_sleeping = True
 
     async def cancel(self, task_id: str) -> None:
         await self._engine.abort_turn(task_id)
@@ -108,21 +99,25 @@ class EngineRunner:
 
     async def close(self) -> None:
         self._open = False
-        for task in (self._listening, self._idle):
-            if task is not None:
-                task.cancel()
+        if self._listening is not None:
+            self._listening.cancel()
         if self._notices is not None:
             await self._notices.close()
 
-    async def _listen(self) -> None:
-        """Listen for other processes' events from the first wait on (a worker process that
-        serves no requests never opens the connection), and again after an idle pause."""
-        self._stop_idle_timer()
-        if self._listening is None:
+    def _notices_for_waits(self) -> _Notices:
+        """The LISTEN connection, made (not opened) at the first wait: a worker process that
+        serves no requests never opens it."""
+        if self._notices is None:
             notices = self._store.event_notices(self._written, self._wake_all)
             if notices is None:
                 raise RuntimeError("the job engine runs on PostgreSQL, which notifies")
             self._notices = notices
+        return self._notices
+
+    async def _listen(self, notices: _Notices) -> None:
+        """Listen for other processes' events: opened at the first wait (again at the next
+        wait if that failed), and again after an idle pause."""
+        if self._listening is None:
             self._listening = asyncio.ensure_future(notices.start())
         listening = self._listening
         try:
@@ -133,27 +128,9 @@ class EngineRunner:
             if self._listening is listening:
                 self._listening = None  # the next wait tries again
             raise StoreUnavailable(exc) from exc
-        if self._notices is not None:
-            # After an idle pause, listen again. Asked of every wait: it returns only once the
-            # LISTEN is in place, also to a wait that begins while another's is being made.
-            await self._notices.resume()
-
-    async def _pause_when_idle(self) -> None:
-        """Stop listening once nothing has waited for `LISTEN_IDLE_SECONDS`. A wait that begins
-        once the pause has begun is not lost: its `resume` waits for the pause to end, then
-        listens again (with no await between the check and the pause taking its lock)."""
-        try:
-            await asyncio.sleep(LISTEN_IDLE_SECONDS)
-        finally:
-            self._idle_sleeping = False
-        if not self._waiters and self._notices is not None:
-            await self._notices.pause()
-
-    def _stop_idle_timer(self) -> None:
-        """A wait begins (or the timer starts over): the idle timer, if still sleeping, stops."""
-        if self._idle is not None and self._idle_sleeping:
-            self._idle.cancel()
-        self._idle_sleeping = False
+        # After an idle pause, listen again. Asked of every wait: it returns only once the
+        # LISTEN is in place, also to a wait that begins while another's is being made.
+        await notices.resume()
 
     def _written(self, task_id: str) -> None:
         for woken in self._waiters.get(task_id, ()):

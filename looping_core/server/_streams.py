@@ -27,12 +27,7 @@ from looping_core import _metrics
 from looping_core.a2a import TooManyStreams
 from looping_core.config import StreamingConfig
 from looping_core.contract import Identity
-from looping_core.store.internal import (
-    LISTEN_IDLE_SECONDS,
-    StoreUnavailable,
-    TaskEvent,
-    TaskStore,
-)
+from looping_core.store.internal import StoreUnavailable, TaskEvent, TaskStore
 
 __all__ = ["EventHub", "Subscription", "TaskStream", "with_generation", "written_within"]
 
@@ -188,6 +183,8 @@ class EventHub:
         """A subscription to the task's events numbered above `after` (stored ones first)."""
         subscription = Subscription(task_id, after, self._config.buffer_events)
         self._subscribers.setdefault(task_id, set()).add(subscription)
+        if self._notices is not None:
+            self._notices.hold()  # the reader listens before it reads (`resume`)
         self.written(task_id)
         return subscription
 
@@ -205,12 +202,15 @@ class EventHub:
 
     def unsubscribe(self, subscription: Subscription) -> None:
         subscribers = self._subscribers.get(subscription.task_id)
-        if subscribers is not None:
-            subscribers.discard(subscription)
-            if not subscribers:
-                del self._subscribers[subscription.task_id]
-                if not self._subscribers:
-                    self._wake.set()  # the reader goes idle (and stops listening, later)
+        if subscribers is None or subscription not in subscribers:
+            return
+        subscribers.discard(subscription)
+        if self._notices is not None:
+            self._notices.release()
+        if not subscribers:
+            del self._subscribers[subscription.task_id]
+            if not self._subscribers:
+                self._wake.set()  # the reader goes idle
 
     def written(self, task_id: str) -> None:
         """Events of `task_id` were written (this process's store, or a notice of another's)."""
@@ -239,7 +239,7 @@ class EventHub:
                     looked = loop.time()
                     await self._look_elsewhere()
             else:
-                await self._idle()
+                await self._wake.wait()
                 looked = loop.time()
             self._wake.clear()
             tasks, self._dirty = self._dirty, set()
@@ -255,18 +255,6 @@ class EventHub:
                 _log.exception("reading task events failed; trying again")
                 self._dirty |= tasks
                 await asyncio.sleep(self._config.poll_seconds)
-
-    async def _idle(self) -> None:
-        """Wait for a subscription; stop listening if none comes for `LISTEN_IDLE_SECONDS`."""
-        if self._notices is None or not self._notices.listening:
-            await self._wake.wait()
-            return
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(LISTEN_IDLE_SECONDS):
-                await self._wake.wait()
-                return
-        await self._notices.pause()
-        await self._wake.wait()
 
     async def _look_elsewhere(self) -> None:
         """What other processes wrote: on SQLite the events committed since the last look (if

@@ -4,9 +4,10 @@ Each event write also runs `pg_notify(channel, task_id)` in its transaction, so 
 out when (and only if) the events commit. A process that streams listens on its own asynchronous
 connection (psycopg's, on the event loop: no thread, no polling), and hands each notified task
 id on. If that connection fails it is opened again with a growing delay; the stream hub's slower
-poll covers the gap. A process that waits for no events for a while (no stream, no blocking
-SendMessage) stops listening (`pause`): a listening connection costs PostgreSQL work for every
-notice written, whoever it is for. SQLite has no such thing: there the hub polls.
+poll covers the gap. What waits for events (a stream, a blocking SendMessage) holds the notices
+(`hold`, `release`); once nothing has held them for `LISTEN_IDLE_SECONDS` the process stops
+listening, until the next wait: a listening connection costs PostgreSQL work for every notice
+written, whoever it is for. SQLite has no such thing: there the hub polls.
 """
 
 from __future__ import annotations
@@ -54,6 +55,11 @@ class EventNotices:
         self._switching = asyncio.Lock()
         """Held while listening starts or stops: a `resume` returns once the LISTEN is in
         place (also to a second caller), and never meets a `pause` halfway."""
+        self._holders = 0
+        self._idle: asyncio.Task[None] | None = None
+        """Pauses once nothing has held the notices for `LISTEN_IDLE_SECONDS`."""
+        self._idle_sleeping = False
+        """`_idle` has not begun its pause: it can still be canceled."""
 
     @property
     def listening(self) -> bool:
@@ -81,6 +87,35 @@ class EventNotices:
                 self._retry = asyncio.create_task(
                     self._reconnect(), name="looping-event-notices-retry"
                 )
+
+    def hold(self) -> None:
+        """Something begins to wait for events: listening is not stopped while it waits (it
+        `resume`s before it reads, so an event written after the read is notified)."""
+        self._holders += 1
+        self._stop_idle_timer()
+
+    def release(self) -> None:
+        """A wait `hold` began has ended: once none has been held for `LISTEN_IDLE_SECONDS`,
+        stop listening (`pause`). A wait that begins once the pause has begun is not lost: its
+        `resume` waits for the pause to end, then listens again."""
+        self._holders -= 1
+        if self._holders == 0 and not self._closed:
+            self._stop_idle_timer()
+            self._idle = asyncio.create_task(self._pause_when_idle(), name="looping-notices-idle")
+            self._idle_sleeping = True
+
+    async def _pause_when_idle(self) -> None:
+        try:
+            await asyncio.sleep(LISTEN_IDLE_SECONDS)
+        finally:
+            self._idle_sleeping = False
+        if self._holders == 0:  # no await between this check and the pause taking its lock
+            await self.pause()
+
+    def _stop_idle_timer(self) -> None:
+        if self._idle is not None and self._idle_sleeping:
+            self._idle.cancel()
+        self._idle_sleeping = False
 
     async def pause(self) -> None:
         """Stop listening, and close the connection, until `resume`."""
@@ -134,6 +169,7 @@ class EventNotices:
                 await connection.close()
 
     async def close(self) -> None:
+        self._stop_idle_timer()
         async with self._switching:
             self._closed = True
             self._wanted = False

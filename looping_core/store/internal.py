@@ -32,7 +32,6 @@ from looping_core.store._migrations import (
     plugin_versions,
     upgrade,
 )
-from looping_core.store._notify import LISTEN_IDLE_SECONDS
 from looping_core.store._outbox import OutboxItem, PendingPushes
 from looping_core.store._owners import adopt_node, adopt_orphans
 from looping_core.store._retention import PruneCounts, RetentionPolicy, prune
@@ -53,7 +52,6 @@ from looping_core.store._unreachable import (
 
 __all__ = [
     "FAIR_COUNT_BOUND",
-    "LISTEN_IDLE_SECONDS",
     "NON_TERMINAL",
     "ApprovalRefused",
     "ApprovalStore",

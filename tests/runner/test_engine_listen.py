@@ -11,8 +11,8 @@ from typing import Any, cast
 import pytest
 
 from looping_core.a2a import TaskState
-from looping_core.runner import _engine_runner
 from looping_core.runner._engine_runner import EngineRunner
+from looping_core.store import _notify
 from looping_core.store.internal import TaskStore
 
 from support.engine import rows
@@ -31,7 +31,7 @@ async def runner(
 ) -> AsyncIterator[EngineRunner]:
     """This process's runner, idle after 50 ms. Only its store's side is used: waits read the
     task and are woken by its notices."""
-    monkeypatch.setattr(_engine_runner, "LISTEN_IDLE_SECONDS", 0.05)
+    monkeypatch.setattr(_notify, "LISTEN_IDLE_SECONDS", 0.05)
     runner = EngineRunner(stores[0], cast(Any, None), cast(Any, None))
     await runner.open()
     yield runner

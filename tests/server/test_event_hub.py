@@ -14,8 +14,8 @@ import pytest
 
 from looping_core.a2a import Message, Part, Role, TaskState
 from looping_core.config import StreamingConfig
-from looping_core.server import _streams
 from looping_core.server._streams import EventHub, Subscription
+from looping_core.store import _notify
 from looping_core.store.internal import TaskEvent, TaskStore
 
 from support.working import two_stores, until_listening, working_task
@@ -125,7 +125,7 @@ async def test_on_postgresql_the_hub_listens_only_while_something_is_subscribed(
     on its behalf for every notice written); a subscription listens before its first read, so
     another process's events arrive at once, with the poll far beyond the test; once idle
     again, it stops."""
-    monkeypatch.setattr(_streams, "LISTEN_IDLE_SECONDS", 0.05)
+    monkeypatch.setattr(_notify, "LISTEN_IDLE_SECONDS", 0.05)
     async with two_stores(postgres_url) as (here, there):
         hub = EventHub(here, StreamingConfig(poll_seconds=60))  # notified: a look every 10 minutes
         await hub.start()
