@@ -31,6 +31,10 @@
 - **Cancellation.** `CancelTask` aborts the turn's job: the engine tells the worker running it at
   once (LISTEN/NOTIFY), which cancels it (one in this process is canceled directly). No one
   polls for ended tasks.
+- **Listening.** A process listens for procrastinate's notices (a job inserted, a job to abort)
+  on one connection for all its workers (`_listen`), not one per worker: PostgreSQL wakes every
+  listening connection for every notice written in the database, whoever it is for, so each
+  costs it work per turn. Between a failure and the next try, the workers' fetches poll.
 - **Store outages.** procrastinate stops a worker whose store went away (its listener,
   heartbeat or fetch fails: it returns, or raises). `JobEngine` starts every such worker again,
   after 0.5 s doubling to 10 s, for as long as it runs, with the pool's broken connections
@@ -162,6 +166,7 @@ class JobEngine:
         """Workers waiting to be started again after a failure."""
         self._live_workers: dict[Worker, asyncio.Task[None]] = {}
         """procrastinate's workers running now, draining ones included, with their runs."""
+        self._listener: asyncio.Task[None] | None = None
         self._stopping = False
         self._register_tasks()
 
@@ -328,6 +333,32 @@ class JobEngine:
                 self._workers.append(
                     asyncio.create_task(self._work(group, slots), name="looping-job-worker")
                 )
+        if wanted:
+            self._listener = asyncio.create_task(self._listen(wanted), name="looping-job-notices")
+
+    async def _listen(self, queues: list[str]) -> None:
+        """Listen for notices of `queues` and hand each to the workers fetching its queue, until
+        `stop`; after a failure (the store went away), again after a growing pause."""
+        delay = _RETRY_FIRST
+        while not self._stopping:
+            began = asyncio.get_running_loop().time()
+            why = "it could not begin"  # procrastinate returns then
+            try:
+                await self._manager.listen_for_jobs(on_notification=self._notified, queues=queues)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                why = _one_line(exc)
+            if asyncio.get_running_loop().time() - began > _RETRY_MAX:
+                delay = _RETRY_FIRST  # it had been listening: start over quickly
+            # At INFO: the workers say that the store is away.
+            _log.info("listening for jobs stopped (%s); trying again in %g s", why, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MAX)
+
+    async def _notified(self, *, channel: str, notification: engine_jobs.Notification) -> None:
+        for worker in list(self._live_workers):
+            await worker.notified(channel=channel, notification=notification)
 
     async def _work(self, queues: list[str], concurrency: int) -> None:
         """Run a procrastinate worker; one that fails (the store went away) is started again,
@@ -374,7 +405,7 @@ class JobEngine:
             name=name,
             wait=True,
             install_signal_handlers=False,
-            listen_notify=True,
+            listen_notify=False,  # the process listens once for all its workers (`_listen`)
             # New jobs are announced (LISTEN/NOTIFY); a job handed back (a dead worker's, a
             # push to try again) is found by this look, at most a second late.
             fetch_job_polling_interval=FETCH_SECONDS,
@@ -431,6 +462,8 @@ class JobEngine:
         self._stopping = True
         for live in self._live_workers:
             live.shorten_grace(SHUTDOWN_GRACE_SECONDS)
+        if self._listener is not None:
+            self._listener.cancel()
         workers, self._workers = self._workers, []
         workers += list(self._live_workers.values())  # draining ones too
         for worker in workers:

@@ -11,7 +11,9 @@ Every use of procrastinate's internals is here, each because no public hook carr
   of a job that its own last write finished. procrastinate 3.9's middleware wraps a job's run,
   not the finish the worker records after it, so it cannot carry this.
 - `Worker` overrides `_fetch_and_process_jobs` (3.8 and later) to learn that a fetch failed,
-  which no public hook says, and sets `shutdown_graceful_timeout` on a running worker.
+  which no public hook says, and sets `shutdown_graceful_timeout` on a running worker. Its
+  `notified` hands it a notice through `_handle_notification`: the process listens once for
+  all its workers (`JobEngine`), not once per worker as `listen_notify` would.
 - `EngineHooks.job_done` runs procrastinate's own finish statement (`procrastinate.sql`) in the
   store's transaction; `job_done_call` and `new_turn_call` embed its finish and its defer in a
   statement of the store's, read from the installed release's statements (each only when they
@@ -100,6 +102,13 @@ class Worker(procrastinate.worker.Worker):
         super().__init__(**options)
         self._on_stop = on_stop
         self._heartbeat: asyncio.Task[None] | None = None
+        self._channels = frozenset(procrastinate.manager.get_channel_for_queues(self.queues))
+
+    async def notified(self, *, channel: str, notification: engine_jobs.Notification) -> None:
+        """A notice from the process's one listener: a job inserted in one of this worker's
+        queues (it fetches at once) or one to abort (it cancels it, if it runs it here)."""
+        if channel in self._channels:
+            await self._handle_notification(channel=channel, notification=notification)
 
     def stop(self) -> None:
         self._stopping()
