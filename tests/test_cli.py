@@ -292,6 +292,7 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "applied 0014  push configs' targets checked once, older releases' rows at first use\n"
         "applied 0015  what callers' turns cost per day, and subtasks' costs\n"
         "applied 0016  unsettled tasks counted newest first\n"
+        "applied 0017  the last follow-up that joined each task's turn\n"
         "up to date\n"
     )
     after = looping_cli("db", "status", "--config", path)
@@ -299,7 +300,7 @@ def test_db_status_and_upgrade(looping_cli: Cli, tmp_path: Path) -> None:
         "  applied  0001\n  applied  0002\n  applied  0003\n  applied  0004\n  applied  0005\n"
         "  applied  0006\n  applied  0007\n  applied  0008\n  applied  0009\n  applied  0010\n"
         "  applied  0011\n  applied  0012\n  applied  0013\n  applied  0014\n  applied  0015\n"
-        "  applied  0016\n"
+        "  applied  0016\n  applied  0017\n"
         "up to date\n"
     )
 

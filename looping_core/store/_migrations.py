@@ -196,6 +196,19 @@ def _spend(db: peewee.Database) -> None:
         db.execute_sql("ALTER TABLE subtasks ADD COLUMN cost REAL")  # type: ignore[no-untyped-call]
 
 
+def _joined_follow_ups(db: peewee.Database) -> None:
+    """Tasks keep the last follow-up that joined a running turn (what a turn's end is guarded
+    on), taken from the messages for the tasks an older release wrote."""
+    if "joined_seq" not in {column.name for column in db.get_columns("tasks")}:
+        kind = "INTEGER" if isinstance(db, peewee.SqliteDatabase) else "BIGINT"  # as peewee's
+        db.execute_sql(f"ALTER TABLE tasks ADD COLUMN joined_seq {kind} NOT NULL DEFAULT 0")  # type: ignore[no-untyped-call]
+        db.execute_sql(  # type: ignore[no-untyped-call]
+            "UPDATE tasks SET joined_seq = (SELECT MAX(seq) FROM messages"
+            " WHERE messages.task_id = tasks.id AND joined)"
+            " WHERE EXISTS (SELECT 1 FROM messages WHERE messages.task_id = tasks.id AND joined)"
+        )
+
+
 # Migration 1 creates the tables as the models are now; every later one brings a database made
 # by an older release up to them, and skips what a newer migration 1 already made.
 MIGRATIONS: Sequence[Migration] = (
@@ -219,6 +232,7 @@ MIGRATIONS: Sequence[Migration] = (
     ),
     Migration(15, "what callers' turns cost per day, and subtasks' costs", _spend),
     Migration(16, "unsettled tasks counted newest first", _unsettled_tasks_newest_first),
+    Migration(17, "the last follow-up that joined each task's turn", _joined_follow_ups),
 )
 
 

@@ -75,6 +75,11 @@ class TaskRow(_Base):
     reply_in_status = peewee.BooleanField(default=False, constraints=[peewee.SQL("DEFAULT FALSE")])
     """The turn ended with the agent's reply as its status message, kept only here: the task's
     history is its messages and then this one (one row fewer written per finished turn)."""
+    joined_seq = peewee.BigIntegerField(default=0, constraints=[peewee.SQL("DEFAULT 0")])
+    """The `seq` of the last follow-up that joined a running turn (0: none). A turn's end is
+    guarded on it (`UNSEEN_FOLLOW_UP`), in the task's own row: on PostgreSQL an end that
+    waited for a join's write checks the row again as the join left it, where a look at the
+    messages table would still miss the joined message."""
 
     class Meta:
         table_name = "tasks"

@@ -186,10 +186,14 @@ TURN_END = (
 """A change of a task's state, its status, metadata and answer, taking the numbers of the
 events it reports (7 values; the guard is the caller's `WHERE`)."""
 UNSEEN_FOLLOW_UP = (
-    " AND NOT EXISTS (SELECT 1 FROM messages WHERE task_id = tasks.id AND joined"
-    " AND seq > (SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?))"
+    " AND tasks.joined_seq <= COALESCE("
+    "(SELECT seq FROM messages WHERE task_id = tasks.id AND message_id = ?), tasks.joined_seq)"
 )
-"""The guard that no follow-up joined after the message `?` (the last one a turn took)."""
+"""The guard that no follow-up joined after the message `?` (the last one a turn took), read
+from the task's row (`TaskRow.joined_seq`), which a join writes: PostgreSQL checks a row that
+changed while the statement waited for it again, but not other tables' rows (READ COMMITTED),
+so a guard on the messages table let an end racing a join win over a follow-up nobody would
+answer."""
 SPEND_ADDED = (
     " ON CONFLICT (tenant, issuer, subject, day) DO UPDATE SET cost = caller_spend.cost"
     " + excluded.cost"

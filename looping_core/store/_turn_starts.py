@@ -57,6 +57,18 @@ __all__ = ["BegunTurn", "TurnLimits", "TurnStart", "TurnStarts"]
 
 _ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
 """The state of a task whose calls may wait for the caller's decisions."""
+_JOIN_TURN = (
+    "UPDATE tasks SET joined_seq = (SELECT seq FROM messages WHERE task_id = ? AND message_id = ?)"
+    f" WHERE id = ? AND state IN ({', '.join(str(state) for state in RUNNING)})"
+)
+"""A follow-up joins the task's running turn: the task's row says so (`TaskRow.joined_seq`),
+if the task still runs a turn."""
+
+
+class _TurnEndedMeanwhile(Exception):
+    """The turn a follow-up was to join ended after the task was read (PostgreSQL: another
+    process's end committed in between): the accept is undone and tried again."""
+
 
 _SPENT_TODAY = (
     "SELECT cost FROM caller_spend WHERE tenant = ? AND issuer = ? AND subject = ? AND day = ?"
@@ -178,6 +190,10 @@ class TurnStarts(StoreBase):
             # Another connection (PostgreSQL, or another server process) committed the same
             # messageId first; this transaction was rolled back, and the retry finds that turn.
             start = await run(accept)
+        except _TurnEndedMeanwhile:
+            # The retry reads the task as its turn's end left it: a follow-up then continues
+            # an interrupted task, or is refused by a terminal one (nothing was written).
+            start = await run(accept)
         if start.begun is not None or (start.started and message.task_id):
             self._events.events_written(
                 start.task.id
@@ -259,6 +275,11 @@ class TurnStarts(StoreBase):
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (task_id, *scope, message.message_id, dump(stored), joined),
             )
+            if (
+                joined
+                and self._sql(_JOIN_TURN, (task_id, message.message_id, task_id)).rowcount != 1
+            ):
+                raise _TurnEndedMeanwhile(task_id)
             if push is not None:
                 # An inline config without an id takes the task's id (as the official SDK does),
                 # so the config a gateway re-sends with every turn replaces itself.

@@ -45,8 +45,8 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         status = database.run_sync(migration_status, database.peewee)
     finally:
         database.close()
-    assert [migration.version for migration in applied] == list(range(2, 17))
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+    assert [migration.version for migration in applied] == list(range(2, 18))
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)
 
     with sqlite3.connect(path) as upgraded:
         for table in ("tasks", "push_outbox"):
@@ -73,6 +73,41 @@ def test_a_release_1_database_gains_owners_and_keeps_its_rows(tmp_path: Path) ->
         # The limits' count reads unsettled tasks newest first; the index before is gone.
         assert "tasks_unsettled_newest" in indexes(upgraded)
         assert "tasks_unsettled" not in indexes(upgraded)
+
+
+def test_tasks_made_before_migration_17_keep_their_last_joined_follow_up(store_url: str) -> None:
+    """A task's end is guarded on the last follow-up that joined its turn, now kept in the
+    task's row: the tasks an older release wrote take it from their messages."""
+    database = Database.from_url(store_url)
+
+    def sql(statement: str) -> list[tuple[object, ...]]:
+        def run() -> list[tuple[object, ...]]:
+            cursor = database.execute(statement)
+            return list(cursor.fetchall()) if cursor.description else []
+
+        return database.run_sync(run)
+
+    try:
+        database.run_sync(lambda: (bind(database.peewee), upgrade(database.peewee)))
+        for task in ("joined", "alone"):
+            sql(
+                "INSERT INTO tasks (id, tenant, issuer, subject, context_id, state, status_ts,"
+                f" created_ts) VALUES ('{task}', 't', 'i', 's', 'c', 2, 5, 5)"
+            )
+        for seq, task, joined in ((1, "joined", False), (2, "alone", False), (3, "joined", True),
+                                  (4, "joined", True), (5, "joined", False)):  # fmt: skip
+            sql(
+                "INSERT INTO messages (seq, task_id, tenant, issuer, subject, message_id, body,"
+                f" joined) VALUES ({seq}, '{task}', 't', 'i', 's', 'm{seq}', '{{}}', {joined})"
+            )
+        # The database as release 16 left it.
+        sql("ALTER TABLE tasks DROP COLUMN joined_seq")
+        sql("DELETE FROM core_migration WHERE version = 17")
+        applied = database.run_sync(lambda: upgrade(database.peewee))
+        assert [migration.version for migration in applied] == [17]
+        assert sql("SELECT id, joined_seq FROM tasks ORDER BY id") == [("alone", 0), ("joined", 4)]
+    finally:
+        database.close()
 
 
 def test_a_new_database_and_an_upgraded_one_have_the_same_schema(tmp_path: Path) -> None:

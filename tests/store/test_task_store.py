@@ -53,7 +53,7 @@ def push_config() -> TaskPushNotificationConfig:
 
 async def test_migrations_are_recorded_and_run_once(database: Database) -> None:
     status = await database.run_alone(migration_status, database.peewee)
-    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+    assert status.applied == (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17)
     assert status.pending == ()
     assert await database.run_alone(upgrade, database.peewee) == []
     columns = await database.run_alone(database.peewee.get_columns, "push_outbox")
