@@ -9,6 +9,7 @@ import asyncio
 import concurrent.futures
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,6 +29,16 @@ def _follow_up(task_id: str) -> Message:
     )
 
 
+@pytest.fixture
+async def working(postgres_url: str) -> AsyncIterator[tuple[TaskStore, TaskStore, str, str]]:
+    """Two stores as two processes, and a task whose turn runs: its id, and the id of the
+    message the turn took (its first)."""
+    async with two_stores(postgres_url) as (here, there):
+        task_id = await working_task(here)
+        first = (await here.get(CALLER, task_id)).history[0].message_id
+        yield here, there, task_id, first
+
+
 def _end_there(
     there: TaskStore, task_id: str, taken_through: str, loop: asyncio.AbstractEventLoop
 ) -> concurrent.futures.Future[TurnEnd]:
@@ -37,61 +48,57 @@ def _end_there(
 
 
 async def test_an_end_committed_after_the_follow_up_read_the_task_refuses_the_follow_up(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    working: tuple[TaskStore, TaskStore, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The follow-up's write has read the task WORKING; the end commits before the follow-up
     writes anything. The follow-up must not join the ended turn: it is refused as by any
     ended task, and not stored (it was joined to the COMPLETED task, and never answered)."""
-    async with two_stores(postgres_url) as (here, there):
-        task_id = await working_task(here)
-        first = (await here.get(CALLER, task_id)).history[0].message_id
-        loop = asyncio.get_running_loop()
-        ended: list[concurrent.futures.Future[TurnEnd]] = []
-        check = here.turns._check_follow_up
+    here, there, task_id, first = working
+    loop = asyncio.get_running_loop()
+    ended: list[concurrent.futures.Future[TurnEnd]] = []
+    check = here.turns._check_follow_up
 
-        def end_meanwhile(message: Message, head: Any) -> None:
-            if not ended:  # the first try only: the retry reads the task as the end left it
-                ended.append(_end_there(there, task_id, first, loop))
-                ended[0].result(timeout=10)  # it commits now: the follow-up holds nothing yet
-            check(message, head)
+    def end_meanwhile(message: Message, head: Any) -> None:
+        if not ended:  # the first try only: the retry reads the task as the end left it
+            ended.append(_end_there(there, task_id, first, loop))
+            ended[0].result(timeout=10)  # it commits now: the follow-up holds nothing yet
+        check(message, head)
 
-        monkeypatch.setattr(here.turns, "_check_follow_up", end_meanwhile)
-        follow_up = _follow_up(task_id)
-        with pytest.raises(TurnRefused, match="terminal state"):
-            await here.start_turn(CALLER, follow_up, None)
-        end = await asyncio.wrap_future(ended[0])
-        task = await here.get(CALLER, task_id)
+    monkeypatch.setattr(here.turns, "_check_follow_up", end_meanwhile)
+    follow_up = _follow_up(task_id)
+    with pytest.raises(TurnRefused, match="terminal state"):
+        await here.start_turn(CALLER, follow_up, None)
+    end = await asyncio.wrap_future(ended[0])
+    task = await here.get(CALLER, task_id)
     assert end.won
     assert task.status.state is TaskState.TASK_STATE_COMPLETED
     assert follow_up.message_id not in [message.message_id for message in task.history]
 
 
 async def test_an_end_that_meets_a_join_not_yet_committed_leaves_the_task_to_the_next_turn(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+    working: tuple[TaskStore, TaskStore, str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The follow-up has joined the turn but not committed when the end's statement runs: the
     end waits for the task's row, then finds it joined, and does not end the task; the
     follow-up is there for the next turn (`arrivals`)."""
-    async with two_stores(postgres_url) as (here, there):
-        task_id = await working_task(here)
-        first = (await here.get(CALLER, task_id)).history[0].message_id
-        loop = asyncio.get_running_loop()
-        ended: list[concurrent.futures.Future[TurnEnd]] = []
-        snapshot = here.turns._snapshot
+    here, there, task_id, first = working
+    loop = asyncio.get_running_loop()
+    ended: list[concurrent.futures.Future[TurnEnd]] = []
+    snapshot = here.turns._snapshot
 
-        def end_before_the_commit(*args: Any, **kwargs: Any) -> Any:
-            # After the join's writes, before its commit: the end's statement starts now.
-            ended.append(_end_there(there, task_id, first, loop))
-            time.sleep(0.5)  # time for it to reach the task's row (it waits there)
-            return snapshot(*args, **kwargs)
+    def end_before_the_commit(*args: Any, **kwargs: Any) -> Any:
+        # After the join's writes, before its commit: the end's statement starts now.
+        ended.append(_end_there(there, task_id, first, loop))
+        time.sleep(0.5)  # time for it to reach the task's row (it waits there)
+        return snapshot(*args, **kwargs)
 
-        monkeypatch.setattr(here.turns, "_snapshot", end_before_the_commit)
-        follow_up = _follow_up(task_id)
-        start = await here.start_turn(CALLER, follow_up, None)
-        monkeypatch.undo()
-        end = await asyncio.wrap_future(ended[0])
-        task = await here.get(CALLER, task_id)
-        unseen = await here.arrivals(task_id, after=first)
+    monkeypatch.setattr(here.turns, "_snapshot", end_before_the_commit)
+    follow_up = _follow_up(task_id)
+    start = await here.start_turn(CALLER, follow_up, None)
+    monkeypatch.undo()
+    end = await asyncio.wrap_future(ended[0])
+    task = await here.get(CALLER, task_id)
+    unseen = await here.arrivals(task_id, after=first)
     assert start.joined
     assert not end.won  # a follow-up joined that the turn did not take
     assert task.status.state is TaskState.TASK_STATE_WORKING
