@@ -61,11 +61,6 @@ class EventNotices:
         self._idle_sleeping = False
         """`_idle` has not begun its pause: it can still be canceled."""
 
-    @property
-    def listening(self) -> bool:
-        """Listening, or trying to again after a failure (not paused, not closed)."""
-        return self._wanted
-
     async def start(self) -> None:
         """Listen; raises when the first connection cannot be made (the server then fails to
         start, as it would on the store itself)."""
