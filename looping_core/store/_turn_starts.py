@@ -65,6 +65,10 @@ _JOIN_TURN = (
 if the task still runs a turn."""
 
 
+STEADY_READS = 3
+"""How many times a resent message's task is read until its generation holds still around it."""
+
+
 class _TurnEndedMeanwhile(Exception):
     """The turn a follow-up was to join ended after the task was read (PostgreSQL: another
     process's end committed in between): the accept is undone and tried again."""
@@ -395,8 +399,21 @@ class TurnStarts(StoreBase):
         ).fetchone()
         if row is None:
             return None
-        generation = self._generation(row[0]) if generations else 0  # read first: never newer
-        task = self._snapshot(row[0], None, include_artifacts=True)
+        task_id = row[0]
+        if not generations:
+            return TurnStart(self._snapshot(task_id, None, include_artifacts=True), False)
+        # The generation is read again after the task, and both again if a change came in
+        # between: on PostgreSQL this runs statement by statement (READ COMMITTED, or no
+        # transaction at all), and each statement sees what committed before it.
+        generation = self._generation(task_id)
+        for _ in range(STEADY_READS):
+            before = generation
+            task = self._snapshot(task_id, None, include_artifacts=True)
+            generation = self._generation(task_id)
+            if generation == before:
+                break
+        else:
+            generation = before  # changing all along: never newer than the task read last
         return TurnStart(task, False, generation=generation)
 
     def _generation(self, task_id: str) -> int:

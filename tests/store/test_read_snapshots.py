@@ -1,7 +1,8 @@
 """Reads whose statements must agree (a task's row, then its history, artifacts and event
 number) see one moment. SQLite's transactions always do (a job holds the writer's lock); on
 PostgreSQL they run in one read-only snapshot, so another process's commit that lands between
-two of their statements is in neither."""
+two of their statements is in neither. A resent message's answer, read inside the accept's
+write, reads the task's generation again after the task instead."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import attrs
 import peewee
 import pytest
 
@@ -116,3 +118,30 @@ async def test_a_postgresql_read_refuses_to_write(postgres_url: str) -> None:
         )
     finally:
         database.close()
+
+
+async def test_a_resent_messages_task_comes_with_its_own_generation(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A message sent again answers with its task (A2A 1.1 draft: with the task's generation).
+    That answer is read inside the accept, statement by statement: a change committed while
+    the task is read is read again, so the generation is the task's own."""
+    async with two_stores(postgres_url) as (here, there):
+        task_id = await working_task(here)
+        first = (await here.get(CALLER, task_id)).history[0]
+        loop = asyncio.get_running_loop()
+        snapshot = here.turns._snapshot
+        wrote: list[bool] = []
+
+        def between(*args: Any, **kwargs: Any) -> Any:
+            if not wrote:  # after the generation's first read, before the task's
+                wrote.append(_progress_from(there, task_id, first.context_id, loop))
+            return snapshot(*args, **kwargs)
+
+        monkeypatch.setattr(here.turns, "_snapshot", between)
+        resent = attrs.evolve(first, task_id="", context_id="")
+        start = await here.start_turn(CALLER, resent, None, generations=True)
+    assert wrote == [True]
+    assert not start.started
+    assert start.task.status.message is not None  # the progress: event 2
+    assert start.generation == 3
