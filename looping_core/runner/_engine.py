@@ -78,7 +78,7 @@ from looping_core.runner._engine_jobs import (
     engine_app,
 )
 from looping_core.runner._engine_schema import refresh_jobs_statistics
-from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS
+from looping_core.runner._patience import OUTAGE_PATIENCE_SECONDS, Backoff
 from looping_core.runner._ports import JobPushes
 from looping_core.runner._retention import cron_of, run_retention
 from looping_core.runner._turns import TurnDriver
@@ -339,7 +339,7 @@ class JobEngine:
     async def _listen(self, queues: list[str]) -> None:
         """Listen for notices of `queues` and hand each to the workers fetching its queue, until
         `stop`; after a failure (the store went away), again after a growing pause."""
-        delay = _RETRY_FIRST
+        backoff = Backoff(_RETRY_FIRST, _RETRY_MAX)
         while not self._stopping:
             began = asyncio.get_running_loop().time()
             why = "it could not begin"  # procrastinate returns then
@@ -349,12 +349,10 @@ class JobEngine:
                 raise
             except Exception as exc:
                 why = _one_line(exc)
-            if asyncio.get_running_loop().time() - began > _RETRY_MAX:
-                delay = _RETRY_FIRST  # it had been listening: start over quickly
+            pause = backoff.pause(asyncio.get_running_loop().time() - began)
             # At INFO: the workers say that the store is away.
-            _log.info("listening for jobs stopped (%s); trying again in %g s", why, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
+            _log.info("listening for jobs stopped (%s); trying again in %g s", why, pause)
+            await asyncio.sleep(pause)
 
     async def _notified(self, *, channel: str, notification: engine_jobs.Notification) -> None:
         for worker in list(self._live_workers):
@@ -364,7 +362,7 @@ class JobEngine:
         """Run a procrastinate worker; one that fails (the store went away) is started again,
         after a growing pause, until `stop`. Meanwhile `running` is false (readiness)."""
         name = f"looping-{'+'.join(q.removeprefix('looping-') for q in queues)}"
-        delay = _RETRY_FIRST
+        backoff = Backoff(_RETRY_FIRST, _RETRY_MAX)
         while not self._stopping:
             began = asyncio.get_running_loop().time()
             try:
@@ -380,12 +378,10 @@ class JobEngine:
                 why = _one_line(exc)
             if self._stopping:
                 return
-            if asyncio.get_running_loop().time() - began > _RETRY_MAX:
-                delay = _RETRY_FIRST  # it had been working: start over quickly
-            _log.warning("job worker %s stopped (%s); starting it again in %g s", name, why, delay)
+            pause = backoff.pause(asyncio.get_running_loop().time() - began)
+            _log.warning("job worker %s stopped (%s); starting it again in %g s", name, why, pause)
             self._down.add(name)  # until the next try begins (`_run_worker`)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, _RETRY_MAX)
+            await asyncio.sleep(pause)
 
     async def _run_worker(self, name: str, queues: list[str], concurrency: int) -> None:
         """Run one procrastinate worker until it stops. One that stops for an outage returns

@@ -11,7 +11,13 @@ from typing import TypeVar
 
 from looping_core.store.internal import StoreUnavailable
 
-__all__ = ["OUTAGE_PATIENCE_SECONDS", "OUTAGE_RETRY_FIRST", "OUTAGE_RETRY_MAX", "patiently"]
+__all__ = [
+    "OUTAGE_PATIENCE_SECONDS",
+    "OUTAGE_RETRY_FIRST",
+    "OUTAGE_RETRY_MAX",
+    "Backoff",
+    "patiently",
+]
 
 OUTAGE_PATIENCE_SECONDS = 60.0
 """How long a running turn's store call is tried again while the store is out of reach,
@@ -21,6 +27,23 @@ OUTAGE_RETRY_FIRST, OUTAGE_RETRY_MAX = 0.2, 1.0
 noticed within a second."""
 
 _T = TypeVar("_T")
+
+
+class Backoff:
+    """The growing pause between the tries of something that keeps stopping (a job worker, a
+    listener): `first`, doubling up to `most`, and `first` again after a try that lasted longer
+    than `most` (it had been working)."""
+
+    def __init__(self, first: float, most: float) -> None:
+        self._first, self._most = first, most
+        self._next = first
+
+    def pause(self, lasted: float) -> float:
+        """The pause before the next try, after one that lasted `lasted` seconds."""
+        if lasted > self._most:
+            self._next = self._first
+        pause, self._next = self._next, min(self._next * 2, self._most)
+        return pause
 
 
 async def patiently(call: Callable[[], Awaitable[_T]]) -> _T:

@@ -19,7 +19,7 @@ import attrs
 from looping_core.a2a import StreamResponse, TaskState, TaskStatus, TaskStatusUpdateEvent
 from looping_core.store._notify import EVENTS_CHANNEL
 from looping_core.store._push_configs import PUSH_CONFIG_INSERT, PUSH_CONFIG_REPLACING
-from looping_core.store._rows import DAY_US, RUNNING, dump, timestamp
+from looping_core.store._rows import DAY_US, RUNNING_SQL, dump, timestamp
 
 __all__ = [
     "ARTIFACT_UPSERT",
@@ -93,7 +93,7 @@ MESSAGE_IS_NEW = (
 
 _UNSETTLED_OF = (
     "(SELECT COUNT(*) FROM (SELECT 1 FROM tasks WHERE {owner}"
-    f" AND state IN ({RUNNING[0]}, {RUNNING[1]}) ORDER BY {{order}} LIMIT ?) AS unsettled)"
+    f" AND state IN ({RUNNING_SQL}) ORDER BY {{order}} LIMIT ?) AS unsettled)"
 )
 UNSETTLED = (
     "SELECT "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from looping_core.store._db import Database
-from looping_core.store._rows import RUNNING
+from looping_core.store._rows import RUNNING_SQL
 
 __all__ = ["adopt_node", "adopt_orphans"]
 
@@ -39,11 +39,11 @@ def _move_rows(
     database: Database, owned: str, params: tuple[Any, ...], node: str, workers: int
 ) -> tuple[int, int]:
     """Hand running tasks and pending pushes matching `owned` to `node`'s slots (slot mod N)."""
-    running = ", ".join(str(state) for state in RUNNING)
     modulo = "worker - (worker / ?) * ?"  # integer division in both stores; `%` means a parameter
     with database.write():
         tasks = database.execute(
-            f"UPDATE tasks SET node = ?, worker = {modulo} WHERE {owned} AND state IN ({running})",
+            f"UPDATE tasks SET node = ?, worker = {modulo}"
+            f" WHERE {owned} AND state IN ({RUNNING_SQL})",
             (node, workers, workers, *params),
         ).rowcount
         pushes = database.execute(

@@ -35,6 +35,7 @@ __all__ = [
     "HEAD",
     "NON_TERMINAL",
     "RUNNING",
+    "RUNNING_SQL",
     "Head",
     "StoreBase",
     "compact",
@@ -46,6 +47,8 @@ __all__ = [
 
 NON_TERMINAL = tuple(state for state in TaskState if state not in TERMINAL_STATES)
 RUNNING = (TaskState.TASK_STATE_SUBMITTED.value, TaskState.TASK_STATE_WORKING.value)
+RUNNING_SQL = ", ".join(str(state) for state in RUNNING)
+"""`RUNNING` as an SQL list: `state IN ({RUNNING_SQL})`."""
 
 
 DAY_US = 86_400_000_000

@@ -45,6 +45,7 @@ from looping_core.store._push_configs import PushConfigs
 from looping_core.store._rows import (
     DAY_US,
     RUNNING,
+    RUNNING_SQL,
     Head,
     StoreBase,
     dump,
@@ -59,7 +60,7 @@ _ASKING = TaskState.TASK_STATE_INPUT_REQUIRED.value
 """The state of a task whose calls may wait for the caller's decisions."""
 _JOIN_TURN = (
     "UPDATE tasks SET joined_seq = (SELECT seq FROM messages WHERE task_id = ? AND message_id = ?)"
-    f" WHERE id = ? AND state IN ({', '.join(str(state) for state in RUNNING)})"
+    f" WHERE id = ? AND state IN ({RUNNING_SQL})"
 )
 """A follow-up joins the task's running turn: the task's row says so (`TaskRow.joined_seq`),
 if the task still runs a turn."""
