@@ -11,12 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig
 from looping_core.contract import Identity
 from looping_core.store.internal import Database, PushSecrets, TaskStore, bind, upgrade
 from looping_core.testing import ed25519_private_jwk
+
+from support.ports import unused_port
 
 Cli = Callable[..., subprocess.CompletedProcess[str]]
 

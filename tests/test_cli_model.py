@@ -11,11 +11,10 @@ from pathlib import Path
 
 import openai
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 
-from support.ports import unused_ports
+from support.ports import unused_port, unused_ports
 from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)

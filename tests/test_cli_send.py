@@ -19,14 +19,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 from looping_core.a2a._jose import b64url_decode
 from looping_core.config import load_config
 from looping_core.testing import config_toml, tenant_toml
 
-from support.ports import unused_ports
+from support.ports import unused_port, unused_ports
 from support.processes import start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import SigningKey, verify_card
 from looping_core.testing import FakeGateway, config_toml, ed25519_private_jwk, tenant_toml
+
+from support.ports import unused_port
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 

@@ -9,11 +9,12 @@ from pathlib import Path
 import attrs
 import peewee
 from aiohttp import web
-from aiohttp.test_utils import unused_port
 
 from looping_core.config import load_config
 from looping_core.server.internal import create_app
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
+
+from support.ports import unused_port
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "looping.toml"
 

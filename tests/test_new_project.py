@@ -10,10 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 from looping_core.plugin_template import CI_PLACEHOLDER, core_source
+
+from support.ports import unused_port
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)
 

@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 from looping_core.agent import ModelRequest
 from looping_core.content import TextBlock, ToolResultMessage
 from looping_core.testing import AgentHarness, FunctionModel, ModelReply, TestModel, ToolCall
+
+from support.ports import unused_port
 
 ROOT = Path(__file__).parents[1]
 SHOWN_IN = (ROOT / "README.md", ROOT / "docs" / "own-agent.md")

@@ -8,7 +8,6 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.agent import (
     ContextTooLong,
@@ -40,6 +39,8 @@ from looping_core.content import (
     UserMessage,
 )
 from looping_core.testing import FakeModelServer, Reply, ScriptedModel
+
+from support.ports import unused_port
 
 HELLO = ModelRequest(messages=(UserMessage([TextBlock("hello")]),), system="Be brief.")
 

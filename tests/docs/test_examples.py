@@ -36,9 +36,10 @@ from typing import Any
 
 import pytest
 import yaml
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
+
+from support.ports import unused_port
 
 ROOT = Path(__file__).parents[2]
 

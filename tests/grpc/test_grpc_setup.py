@@ -14,7 +14,6 @@ from typing import Any
 
 import grpc
 import pytest
-from aiohttp.test_utils import unused_port
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -26,6 +25,7 @@ from looping_core.server._listening import grpc_problems
 from looping_core.testing import FakeGateway, config_toml, tenant_toml
 
 from support.bindings import grpc_request
+from support.ports import unused_port
 from support.serving import start_agent
 
 KEY_ENV = "LPT_GRPC_SETUP_KEY"

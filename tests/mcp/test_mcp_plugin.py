@@ -22,7 +22,6 @@ from typing import Any
 
 import attrs
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.config import structure_plugin_config
 from looping_core.content import DataBlock, ImageBlock
@@ -32,6 +31,7 @@ from looping_core.mcp._config import config_problems
 from looping_core.mcp.plugin import McpStartupProblems, tool_families
 from looping_core.testing import ed25519_private_jwk, plugin_problems, tenant_toml
 
+from support.ports import unused_port
 from support.processes import alive
 
 SERVER = Path(__file__).with_name("mcp_server.py")

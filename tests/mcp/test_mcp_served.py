@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import generate_signing_key
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, config_toml, tenant_toml
 
+from support.ports import unused_port
 from support.processes import alive, start_looping, stop, wait_for_url
 
 pytestmark = pytest.mark.slow  # a served process of its own

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.agent import ModelRequest
 from looping_core.content import ToolResultMessage
@@ -28,6 +27,7 @@ from looping_core.testing import (
 )
 
 from support.engine import Processes, engine_config
+from support.ports import unused_port
 from support.served import serve, start_worker, write_config
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)

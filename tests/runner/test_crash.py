@@ -9,10 +9,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_private_jwk
 
+from support.ports import unused_port
 from support.served import serve, wait_for, write_config
 from support.serving import keeper
 

@@ -8,12 +8,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.testing import FakeGateway, ed25519_private_jwk, tenant_toml
 
 from support.engine import Processes, engine_config, rows
-from support.ports import unused_ports
+from support.ports import unused_port, unused_ports
 from support.served import serve
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)

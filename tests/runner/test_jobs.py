@@ -15,13 +15,12 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.engine import Processes, engine_config, rows
-from support.ports import unused_ports
+from support.ports import unused_port, unused_ports
 from support.served import log_of, serve, start_worker, wait_for
 
 pytestmark = pytest.mark.slow  # processes of its own (see tests/conftest.py)

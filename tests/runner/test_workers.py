@@ -15,11 +15,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.server._serving import RESTART_LIMIT
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
+from support.ports import unused_port
 from support.served import (
     children,
     has_exited,

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import TaskState
 from looping_core.runner.internal import OUTAGE_PATIENCE_SECONDS
@@ -31,6 +30,7 @@ from looping_core.testing import FakeGateway, ed25519_private_jwk
 
 from support.engine import Processes, engine_config, rows
 from support.pg_server import PostgresServer
+from support.ports import unused_port
 from support.served import serve, start_worker
 
 # Processes of their own (see tests/conftest.py), and outages timed against a loaded machine:

@@ -16,7 +16,6 @@ from typing import Any
 
 import attrs
 import pytest
-from aiohttp.test_utils import unused_port
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from looping_core import _tracing
@@ -24,6 +23,7 @@ from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_pr
 
 from support import served
 from support.otlp import otlp_receiver
+from support.ports import unused_port
 from support.served import write_config
 from support.serving import keeper, serving
 

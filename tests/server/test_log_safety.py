@@ -12,11 +12,11 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core._logs import MAX_MESSAGE, safe
 from looping_core.testing import FakeGateway, ed25519_private_jwk
 
+from support.ports import unused_port
 from support.served import log_of, serve, write_config
 
 KEY = ed25519_private_jwk("agent-key-1")

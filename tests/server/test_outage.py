@@ -17,7 +17,6 @@ from pathlib import Path
 import aiohttp
 import psycopg
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.a2a import TaskState
 from looping_core.testing import FakeGateway, ed25519_private_jwk
@@ -26,6 +25,7 @@ from support import agents as test_agents
 from support.bindings import BINDINGS, Binding, message
 from support.engine import Processes, engine_config, rows
 from support.pg_server import PostgresServer
+from support.ports import unused_port
 from support.served import serve, start_worker
 from support.serving import serving
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import attrs
 import pytest
-from aiohttp.test_utils import unused_port
 
 from looping_core.config import load_config
 from looping_core.server._serving import _serve
 from looping_core.server.internal import create_app
 from looping_core.testing import ed25519_private_jwk
+
+from support.ports import unused_port
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "looping.toml"
 

@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp.test_utils import unused_port
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
@@ -24,6 +23,7 @@ from looping_core.testing import FakeGateway, FakeModelServer, Reply, ed25519_pr
 
 from support import served
 from support.otlp import otlp_receiver
+from support.ports import unused_port
 from support.served import write_config
 from support.serving import keeper, serving
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from aiohttp.test_utils import unused_port
+
+from support.ports import unused_port
 
 __all__ = ["PostgresServer"]
 

@@ -96,7 +96,7 @@ def start(
 async def serve(
     config: Path, port: int, key: dict[str, str], *arguments: str
 ) -> subprocess.Popen[bytes]:
-    """`start`, then wait until the server answers on `port`."""
+    """`start`, then wait until the server answers on `port` (the port it listens on)."""
     process = start(config, key, *arguments)
     async with aiohttp.ClientSession() as session:
         for _ in range(300):
@@ -106,7 +106,10 @@ async def serve(
                 async with session.get(
                     f"http://127.0.0.1:{port}/.well-known/jwks.json"
                 ) as response:
-                    if response.status == 200:
+                    # Ours, not another test's server on the same port.
+                    if response.status == 200 and any(
+                        listens(pid, port) for pid in (process.pid, *children(process))
+                    ):
                         return process
             except aiohttp.ClientError:
                 pass
