@@ -21,6 +21,7 @@ import datetime
 import json
 import logging
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -147,6 +148,23 @@ def _safe_argument(value: Any) -> Any:
     return safe(str(value))
 
 
+class _TextFormatter(logging.Formatter):
+    """The text format, its time formatted once a second: `logging` formats it anew for every
+    record (`time.localtime` and `strftime`), and a server logs a line per turn."""
+
+    _second: tuple[int, str] = (-1, "")
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second, text = self._second
+        if int(record.created) != second:
+            second = int(record.created)
+            text = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = (second, text)
+        return f"{text},{int(record.msecs):03d}"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: time, level, logger, message, the bound fields, and any
     `extra` a call passed (numbers stay numbers)."""
@@ -184,16 +202,19 @@ def configure(level: str = "info", log_format: str = "text") -> None:
     handler.addFilter(_EngineOutage())
     handler.addFilter(_Context())
     handler.addFilter(_Safe())
-    if log_format == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(logging.Formatter(_TEXT_FORMAT))
+    handler.setFormatter(JsonFormatter() if log_format == "json" else _TextFormatter(_TEXT_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
-    logging.logProcesses = False  # `_Context` gives each record the kept process id
+    # What neither format shows, `logging` is told not to find out for every record (the
+    # optimizations its HOWTO lists): the calling frame (a walk up the stack), the thread, the
+    # multiprocessing process name; and the process id, which `_Context` gives from `_PID`.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logMultiprocessing = False
+    logging.logProcesses = False
     # The job engine logs every job it starts and ends; the runner's own line per turn says
     # more. Its warnings and errors still show, and everything at debug.
     engine = logging.getLogger("procrastinate")
