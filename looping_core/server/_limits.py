@@ -77,7 +77,9 @@ class Limits:
 
     @classmethod
     def from_config(cls, config: Config) -> Limits:
-        fair = config.uses_job_engine()
+        # The job engine's fair order counts a tenant's turns as far as a limit would: its
+        # own, or the default one for a tenant without.
+        fair = LimitsConfig().tenant_turns if config.uses_job_engine() else 0
         of_tenant = {tenant: config.limits_of(tenant) for tenant in config.tenants}
         turns = {
             tenant: store.TurnLimits(

@@ -81,24 +81,20 @@ _SPENT_TODAY = (
 """What a caller's turns have cost on a day (`DAY_US`: UTC days since the epoch)."""
 
 
-FAIR_COUNT_BOUND = 64
-"""How many of a tenant's unsettled turns the job engine's fair order counts when no tenant
-limit does: as many as the default limit (`[limits] tenant_turns`) would. Past it, a tenant's
-turns all take its last priority (after every other tenant's 64th), and the count, which reads
-one index entry and its row per turn counted, costs the same whatever the backlog."""
-
-
 @attrs.frozen
 class TurnLimits:
     """How many turns may be accepted and not yet settled (SUBMITTED or WORKING) at once: per
-    caller and per tenant (0: no limit), and what a caller's turns may cost per day. `fair`:
-    count them even without limits, for the job engine's order (a turn's job priority is minus
-    its tenant's unsettled turns, so the engine fetches one tenant's turns between another's
-    instead of after them all)."""
+    caller and per tenant (0: no limit), and what a caller's turns may cost per day.
+
+    `fair`: for the job engine's order, how many of the tenant's unsettled turns to count when
+    no tenant limit counts them (0: none). A turn's job priority is minus its tenant's count,
+    so the engine fetches one tenant's turns between another's instead of after them all. Past
+    the bound a tenant's turns all take its last priority, and the count, which reads one index
+    entry and its row per turn counted, costs the same whatever the backlog."""
 
     caller: int = 0
     tenant: int = 0
-    fair: bool = False
+    fair: int = 0
     caller_daily_cost: float = 0.0
     """What one caller's turns may cost per day (UTC) before its next turn is refused
     (`BudgetSpent`); 0: no budget."""
@@ -106,10 +102,8 @@ class TurnLimits:
     @property
     def counted(self) -> tuple[int, int]:
         """How many of the tenant's and of the caller's unsettled turns an accept counts at most
-        (0: none): each one's limit, and for the fair order alone `FAIR_COUNT_BOUND` of the
-        tenant's, so that the count's cost does not grow with a backlog nothing limits."""
-        tenant = self.tenant or (FAIR_COUNT_BOUND if self.fair else 0)
-        return tenant, self.caller
+        (0: none): each one's limit, or for the fair order alone its bound."""
+        return self.tenant or self.fair, self.caller
 
 
 @attrs.frozen

@@ -41,7 +41,7 @@ from looping_core.store._secrets import PushSecrets, SecretsUnreadable
 from looping_core.store._sessions import SessionStore
 from looping_core.store._subtasks import SubtaskStore
 from looping_core.store._task_store import TaskStore
-from looping_core.store._turn_starts import FAIR_COUNT_BOUND, BegunTurn, TurnLimits, TurnStart
+from looping_core.store._turn_starts import BegunTurn, TurnLimits, TurnStart
 from looping_core.store._turns import TurnEnd
 from looping_core.store._unreachable import (
     StoreError,
@@ -51,7 +51,6 @@ from looping_core.store._unreachable import (
 )
 
 __all__ = [
-    "FAIR_COUNT_BOUND",
     "NON_TERMINAL",
     "ApprovalRefused",
     "ApprovalStore",

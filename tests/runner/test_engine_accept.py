@@ -12,13 +12,11 @@ import psycopg
 import pytest
 
 from looping_core.a2a import Message, Part, Role, TaskPushNotificationConfig
-from looping_core.config import LimitsConfig
 from looping_core.contract import Identity
 from looping_core.runner._engine_jobs import _JOB_TO_DEFER, EngineHooks, _defer_call
 from looping_core.runner._engine_schema import apply_engine_schema
 from looping_core.store._one_statement import UNSETTLED
 from looping_core.store.internal import (
-    FAIR_COUNT_BOUND,
     Database,
     TaskStore,
     TooManyTurns,
@@ -43,6 +41,10 @@ DEFER = (
 
 def message() -> Message:
     return Message(message_id=uuid.uuid4().hex, role=Role.ROLE_USER, parts=(Part(text="hi"),))
+
+
+BOUND = 4
+"""The fair order's bound in these tests (the server's is the default tenant limit)."""
 
 
 def job_of(url: str, task_id: str) -> list[tuple[object, ...]]:
@@ -94,35 +96,33 @@ async def test_an_accept_defers_its_job_in_its_one_statement(postgres_url: str) 
 
 
 async def test_the_fair_order_counts_a_tenants_backlog_up_to_its_bound(postgres_url: str) -> None:
-    """Without a tenant limit, the fair order's count stops at `FAIR_COUNT_BOUND`: a job's
-    priority is minus the tenant's unsettled turns up to it, then stays there, so an accept
-    costs the same whatever the backlog. A tenant limit is counted up to the limit."""
-    assert LimitsConfig().tenant_turns == FAIR_COUNT_BOUND  # as far as the default limit
+    """Without a tenant limit, the fair order's count stops at its bound (`TurnLimits.fair`): a
+    job's priority is minus the tenant's unsettled turns up to it, then stays there, so an
+    accept costs the same whatever the backlog. A tenant limit is counted up to the limit."""
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         apply_engine_schema(connection)
     database = Database.from_url(postgres_url)
     await database.run_alone(lambda: (bind(database.peewee), upgrade(database.peewee)))
     store = TaskStore(database, jobs=EngineHooks())
-    fair = TurnLimits(fair=True)
+    fair = TurnLimits(fair=BOUND)
     try:
-        for _ in range(FAIR_COUNT_BOUND + 3):
+        for _ in range(BOUND + 3):
             await store.start_turn(ALICE, message(), None, limits=fair)
         priorities = [
             priority for (priority,) in rows(
                 postgres_url, "SELECT priority FROM procrastinate_jobs ORDER BY id"
             )
         ]  # fmt: skip
-        bound = -FAIR_COUNT_BOUND
-        assert priorities == [*range(0, bound, -1), bound, bound, bound]
+        assert priorities == [*range(0, -BOUND, -1), -BOUND, -BOUND, -BOUND]
 
         # A limit above the bound is still counted up to the limit, and holds.
-        limited = TurnLimits(tenant=FAIR_COUNT_BOUND + 5, fair=True)
+        limited = TurnLimits(tenant=BOUND + 5, fair=BOUND)
         await store.start_turn(BOB, message(), None, limits=limited)
         await store.start_turn(BOB, message(), None, limits=limited)
         with pytest.raises(TooManyTurns):
             await store.start_turn(BOB, message(), None, limits=limited)
         last = rows(postgres_url, "SELECT priority FROM procrastinate_jobs ORDER BY id DESC")[:2]
-        assert last == [(-FAIR_COUNT_BOUND - 4,), (-FAIR_COUNT_BOUND - 3,)]
+        assert last == [(-BOUND - 4,), (-BOUND - 3,)]
     finally:
         database.close()
 
@@ -137,9 +137,7 @@ async def test_the_count_reads_the_newest_unsettled_tasks_first(postgres_url: st
     query = UNSETTLED.replace("?", "%s")
     with psycopg.connect(postgres_url, autocommit=True) as connection:
         connection.execute("SET plan_cache_mode = force_generic_plan")
-        plan = connection.execute(
-            f"EXPLAIN {query}", ("t", FAIR_COUNT_BOUND, "t", "i", "s", 8)
-        ).fetchall()
+        plan = connection.execute(f"EXPLAIN {query}", ("t", 64, "t", "i", "s", 8)).fetchall()
     scans = [line for (line,) in plan if "Scan" in line]
     assert len(scans) == 2, plan
     assert all("Index Only Scan Backward using tasks_unsettled_newest" in s for s in scans), plan
