@@ -130,3 +130,15 @@ def test_a_skill_missing_fields_is_told_them_all() -> None:
     )
     assert "missing: name, description, tags" in problem
     assert problem.endswith("@ $.tenants.counter.card.skills[0]")
+
+
+def test_store_connections_are_checked_and_default_to_the_stores_own() -> None:
+    assert parse_config("").store.connections is None  # the store's default
+    assert parse_config("[store]\nconnections = 3\n").store.connections == 3
+    for wrong in ("0", "65", "-1"):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(f"[store]\nconnections = {wrong}\n", source="looping.toml")
+        assert str(caught.value) == (
+            "looping.toml: 1 config problem:\n"
+            "  - must be from 1 to 64 (connections of one process) @ $.store.connections"
+        )

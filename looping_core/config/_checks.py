@@ -276,21 +276,31 @@ def check_observability(observability: ObservabilityConfig, server: ServerConfig
     return problems
 
 
+MAX_STORE_CONNECTIONS = 64
+
+
 def check_store(store: StoreConfig) -> list[str]:
-    """A store URL names its database; a password in it is a secret written inline."""
+    """A store URL names its database; a password in it is a secret written inline; the
+    connections are at least one and a sane number."""
+    problems = []
+    if store.connections is not None and not 1 <= store.connections <= MAX_STORE_CONNECTIONS:
+        problems.append(
+            f"must be from 1 to {MAX_STORE_CONNECTIONS} (connections of one process)"
+            " @ $.store.connections"
+        )
     if store.url.startswith("env:"):
         try:
             SecretRef.parse(store.url)
         except ValueError as exc:
-            return [f"{exc} @ $.store.url"]
-        return []
+            problems.append(f"{exc} @ $.store.url")
+        return problems
     credentials = urlsplit(store.url).password if "://" in store.url else None
     if credentials:
-        return [
+        problems.append(
             "a password in the store URL is a secret written inline; put the whole URL in an "
             'environment variable and write url = "env:DATABASE_URL" @ $.store.url'
-        ]
-    return []
+        )
+    return problems
 
 
 def check_streaming(streaming: StreamingConfig) -> list[str]:

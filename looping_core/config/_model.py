@@ -132,6 +132,11 @@ class StoreConfig:
     previous_secrets_keys: tuple[SecretRef, ...] = ()
     """Keys values may still be sealed with, during a rotation: earlier `secrets_key` values,
     or an earlier signing key (its private JWK) when none was set."""
+    connections: int | None = None
+    """PostgreSQL: how many connections one server or worker process runs store jobs on, each
+    on a thread of its own (SQLite has one writer, so one); none: the store's default, 8. More
+    overlap more round trips to a database far away; fewer cost less CPU where jobs are many
+    and quick (see the Benchmarks page)."""
 
     def location(self, environ: Mapping[str, str] | None = None) -> str:
         """The URL to open: `url`, or the value of the variable `env:NAME` names (read now)."""

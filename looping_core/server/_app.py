@@ -125,7 +125,7 @@ def _services(
     config = startup.config
 
     async def context(app: web.Application) -> AsyncIterator[None]:
-        database = Database.from_url(startup.store_url)
+        database = Database.from_url(startup.store_url, connections=config.store.connections)
         try:
             node = startup.node
             try:

@@ -71,7 +71,7 @@ def run_worker(
 
 async def _work(startup: Startup, queues: Sequence[str] | None) -> None:
     config = startup.config
-    database = Database.from_url(startup.store_url)
+    database = Database.from_url(startup.store_url, connections=config.store.connections)
     try:
         await _check_store(database, startup.push_secrets)
         async with open_runtime(

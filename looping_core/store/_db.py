@@ -68,6 +68,7 @@ SQLITE_PRAGMAS = {
 SQLITE_BATCH = 64
 """The most jobs one SQLite transaction carries."""
 POSTGRES_THREADS = 8
+"""PostgreSQL's store threads (and connections), unless `[store] connections` says."""
 
 READ_SNAPSHOT = "REPEATABLE READ, READ ONLY"
 """A PostgreSQL read's transaction modes (see `Database.read`)."""
@@ -194,7 +195,9 @@ class _JobState(threading.local):
 class Database:
     """A peewee database plus the thread(s) its work runs on."""
 
-    def __init__(self, database: peewee.Database) -> None:
+    def __init__(self, database: peewee.Database, *, connections: int | None = None) -> None:
+        """`connections`: PostgreSQL's threads, each with its connection (`[store]
+        connections`; none: `POSTGRES_THREADS`); SQLite has one."""
         self.peewee = database
         self._param: str = database.param
         self._statements: dict[str, str] = {}
@@ -212,14 +215,14 @@ class Database:
         self._job = _JobState()
         self._threads = [
             threading.Thread(target=self._work, name=f"looping-db-{index}", daemon=True)
-            for index in range(1 if sqlite else POSTGRES_THREADS)
+            for index in range(1 if sqlite else connections or POSTGRES_THREADS)
         ]
         for thread in self._threads:
             thread.start()
 
     @classmethod
-    def from_url(cls, url: str) -> Database:
-        return cls(open_database(url))
+    def from_url(cls, url: str, *, connections: int | None = None) -> Database:
+        return cls(open_database(url), connections=connections)
 
     @property
     def available(self) -> bool:

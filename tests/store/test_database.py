@@ -397,3 +397,45 @@ async def test_a_connection_the_server_takes_but_never_answers_gives_up(
         for connection in held:
             connection.close()
         silent.close()
+
+
+async def test_postgresql_runs_jobs_on_as_many_connections_as_configured(
+    postgres_url: str,
+) -> None:
+    """`[store] connections`: that many threads, each its connection, and every job on one of
+    them; SQLite keeps its one writer whatever it says."""
+    database = Database.from_url(postgres_url, connections=2)
+    try:
+        # Jobs that wait for one another: each blocks its thread until all have begun or time
+        # is up, so as many threads as there are run at once.
+        begun: set[str] = set()
+        every = threading.Barrier(3, timeout=1)
+
+        def hold() -> str:
+            name = threading.current_thread().name
+            begun.add(name)
+            with contextlib.suppress(threading.BrokenBarrierError):
+                every.wait()
+            return name
+
+        names = await asyncio.gather(*(database.run_alone(hold) for _ in range(6)))
+        assert set(names) == begun == {"looping-db-0", "looping-db-1"}
+        with psycopg.connect(postgres_url) as admin:
+            (connected,) = admin.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            ).fetchone() or (0,)
+        assert connected == 2
+    finally:
+        database.close()
+
+
+async def test_sqlite_keeps_one_writer_whatever_connections_says(tmp_path: Path) -> None:
+    database = Database.from_url(f"sqlite:///{tmp_path / 'one.db'}", connections=4)
+    try:
+        names = await asyncio.gather(
+            *(database.run(lambda: threading.current_thread().name) for _ in range(8))
+        )
+        assert set(names) == {"looping-db-0"}
+    finally:
+        database.close()
