@@ -2,6 +2,7 @@
 
     python bench/agent_loop.py [--turns 200] [--levels 1,16] [--latency-ms 5] [--rounds 3]
                                [--repeat 3] [--their-transport httpx|aiohttp]
+                               [--durable [--connections N]]
                                [--json results.json]
 
 Every turn asks the model, runs the `lookup` tool it calls, gives it the result, three times
@@ -19,15 +20,24 @@ time measured here is the agents' own.
   looping-core's provider uses), the tool registered with `tool_plain`; its conversation stays in
   memory.
 
+`--durable` runs both durably on a throwaway PostgreSQL server on this machine
+(bench/throwaway_postgres.py; its CPU is counted for neither): looping-core's store and sessions
+there (the embedded runner: the job engine's own cost is bench/jobs.py's), and pydantic-ai's agent
+with pydantic-ai's `DBOSDurability` capability, each run in a DBOS workflow (each model request a
+step, checkpointed in DBOS's system database on the same server). `--connections N` sets
+looping-core's `[store] connections` (8 by default).
+
 For each concurrency level it prints turns/s, p50 and p99 turn latency and CPU milliseconds per
 turn, for both, `--repeat` times taking turns, then the medians. Numbers only; nothing is
-asserted. Needs the `bench` and `openai` extras (`pip install -e '.[bench,openai]'`).
+asserted. Needs the `bench` and `openai` extras (`pip install -e '.[bench,openai]'`), and for
+`--durable` the `postgres` one and PostgreSQL (`apt-get install postgresql`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -61,6 +71,7 @@ from looping_core.store.internal import (
 from looping_core.tools import tool
 
 from bench_results import write_results  # bench/ is on the path
+from throwaway_postgres import throwaway_postgres
 
 HERE = Path(__file__).parent
 CALLER = Identity("bench", "https://gateway.bench", "caller")
@@ -130,8 +141,8 @@ def _host() -> PluginHost:
 
 
 class Ours:
-    def __init__(self, base_url: str, folder: Path) -> None:
-        self.database = Database.from_url(f"sqlite:///{folder / 'bench.db'}")
+    def __init__(self, base_url: str, store_url: str, connections: int | None = None) -> None:
+        self.database = Database.from_url(store_url, connections=connections)
         self.database.run_sync(lambda: (bind(self.database.peewee), upgrade(self.database.peewee)))
         self.store = TaskStore(self.database, node="local")
         host = _host()
@@ -169,7 +180,7 @@ class Ours:
 
 
 class Theirs:
-    def __init__(self, base_url: str, transport: str) -> None:
+    def __init__(self, base_url: str, transport: str, dbos_url: str | None = None) -> None:
         import openai  # noqa: PLC0415 - a bench-only dependency
         from pydantic_ai import Agent  # noqa: PLC0415
         from pydantic_ai.models.openai import OpenAIChatModel as PydanticOpenAIModel  # noqa: PLC0415
@@ -177,9 +188,18 @@ class Theirs:
 
         self._http: Any = openai.DefaultAioHttpClient() if transport == "aiohttp" else None
         provider = OpenAIProvider(base_url=base_url, api_key="unused", http_client=self._http)
+        durable = dbos_url is not None
+        if durable:  # its runs are DBOS workflows, each model request a step
+            from dbos import DBOS  # noqa: PLC0415 - a bench-only dependency
+            from pydantic_ai.durable_exec.dbos import DBOSDurability  # noqa: PLC0415
+
+            DBOS(config={"name": "bench", "system_database_url": dbos_url, "log_level": "WARNING"})
+        durability = {"capabilities": [DBOSDurability()]} if durable else {}
         self.agent: Any = Agent(
             PydanticOpenAIModel("bench", provider=provider),
             instructions="Use the lookup tool when asked.",
+            name="bench",
+            **durability,
         )
 
         @self.agent.tool_plain
@@ -187,14 +207,27 @@ class Theirs:
             """Looks a key up."""
             return lookup_value(key)
 
+        async def answer() -> str:
+            return str((await self.agent.run(QUESTION)).output)
+
+        self._answer: Callable[[], Awaitable[str]] = answer
+        if durable:
+            self._answer = DBOS.workflow(name="bench_answer")(answer)  # its output is recorded
+            DBOS.launch()  # after the workflow is registered, as DBOS asks
+        self._durable = durable
+
     async def turn(self) -> None:
-        result = await self.agent.run(QUESTION)
-        if not str(result.output).startswith("Looked up"):
-            raise AssertionError(f"unexpected answer: {result.output!r}")
+        output = await self._answer()
+        if not output.startswith("Looked up"):
+            raise AssertionError(f"unexpected answer: {output!r}")
 
     async def close(self) -> None:
         if self._http is not None:
             await self._http.aclose()
+        if self._durable:
+            from dbos import DBOS  # noqa: PLC0415
+
+            DBOS.destroy()
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -225,11 +258,20 @@ async def run(options: argparse.Namespace) -> None:
     results: dict[tuple[str, int], list[Result]] = {}
     try:
         await _wait_until_up(f"{base_url}/chat/completions")
-        with tempfile.TemporaryDirectory(prefix="looping-bench-") as folder:
-            contenders: dict[str, Any] = {
-                "looping-core": Ours(base_url, Path(folder)),
-                "pydantic-ai": Theirs(base_url, options.their_transport),
-            }
+        with contextlib.ExitStack() as stack:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="looping-bench-")))
+            if options.durable:
+                store_url = stack.enter_context(throwaway_postgres())
+                dbos_url = store_url.rsplit("/", 1)[0] + "/bench_dbos"
+                contenders: dict[str, Any] = {
+                    "looping-core": Ours(base_url, store_url, options.connections),
+                    "pydantic-ai": Theirs(base_url, options.their_transport, dbos_url),
+                }
+            else:
+                contenders = {
+                    "looping-core": Ours(base_url, f"sqlite:///{folder / 'bench.db'}"),
+                    "pydantic-ai": Theirs(base_url, options.their_transport),
+                }
             for contender in contenders.values():  # warm up: connections, imports
                 await drive(contender.turn, 8, 4)
             for repeat in range(options.repeat):
@@ -249,7 +291,11 @@ async def run(options: argparse.Namespace) -> None:
     finally:
         server.terminate()
         server.wait(timeout=10)
-    print(f"\nmedians ({options.rounds} tool rounds a turn, model latency {options.latency_ms} ms)")
+    durably = ", both durable on PostgreSQL" if options.durable else ""
+    print(
+        f"\nmedians ({options.rounds} tool rounds a turn, model latency {options.latency_ms} ms"
+        f"{durably})"
+    )
     for level in levels:
         ours = _median(results[("looping-core", level)])
         theirs = _median(results[("pydantic-ai", level)])
@@ -269,7 +315,8 @@ async def run(options: argparse.Namespace) -> None:
             name: {level: measured(_median(results[(name, level)])) for level in levels}
             for name in ("looping-core", "pydantic-ai")
         }
-        write_results(options.json, "agent_loop", series, turns=options.turns,
+        benchmark = "agent_loop_durable" if options.durable else "agent_loop"
+        write_results(options.json, benchmark, series, turns=options.turns,
                       tool_rounds=options.rounds, latency_ms=options.latency_ms,
                       repeat=options.repeat, their_transport=options.their_transport)  # fmt: skip
 
@@ -307,7 +354,18 @@ def main() -> None:
         " one, which looping-core's provider uses",
     )
     parser.add_argument(
-        "--json", type=Path, help="also write the medians here (bench/charts.py draws them)"
+        "--durable",
+        action="store_true",
+        help="both on a throwaway PostgreSQL server: looping-core's store, and pydantic-ai"
+        " with DBOSDurability, each run a DBOS workflow",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        help="with --durable: looping-core's store connections ([store] connections; default 8)",
+    )
+    parser.add_argument(
+        "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )
     asyncio.run(run(parser.parse_args()))
 

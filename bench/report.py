@@ -4,6 +4,7 @@
     python bench/send_message.py --bindings grpc --levels 1,16 --workers 1 \\
         --json bench/results/send_message_grpc.json
     python bench/agent_loop.py --json bench/results/agent_loop.json
+    python bench/agent_loop.py --durable --json bench/results/agent_loop_durable.json
     python bench/streams.py --rounds 2 --json bench/results/streams.json
     python bench/send_message.py --store postgres --levels 16 --workers 1,2 --rounds 3 \\
         --json bench/results/send_message_postgres.json
@@ -226,6 +227,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "send_message_postgres": send_message_table,
     "send_message_grpc": send_message_table,
     "agent_loop": agent_loop_table,
+    "agent_loop_durable": agent_loop_table,
     "streams": streams_table,
     "jobs": jobs_table,
     "delegation": delegation_table,
@@ -294,7 +296,7 @@ def draw(name: str) -> Path:
 def main() -> None:
     for name in TABLES:
         if not (RESULTS / f"{name}.json").exists():
-            sys.exit(f"no results for {name}: run bench/{name}.py --json {RESULTS}/{name}.json")
+            sys.exit(f"no results for {name}: run its command, as this script's docstring lists")
     PAGE.write_text(page_with_tables(PAGE.read_text()))
     print(f"tables rewritten in {PAGE.relative_to(ROOT)}")
     for name in CHARTS:
