@@ -202,6 +202,7 @@ class Database:
         self._param: str = database.param
         self._statements: dict[str, str] = {}
         sqlite = isinstance(database, peewee.SqliteDatabase)
+        self._postgres = isinstance(database, peewee.PostgresqlDatabase)
         self._lock_file = _writer_lock_file(database) if sqlite else None
         # PostgreSQL runs jobs one per transaction on several connections: batches that hold row
         # locks until a shared commit could deadlock one another there.
@@ -243,6 +244,12 @@ class Database:
         what committed since the one before, so there the job runs in a read-only REPEATABLE
         READ transaction: one snapshot, and a statement that would write is refused."""
         return await self._await(fn, args, reads=True)
+
+    async def query(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """`run` for a job that is one statement which only reads. On PostgreSQL it runs
+        outside any transaction (the statement is its own snapshot), without the round trips of
+        a BEGIN and a COMMIT; on SQLite it joins a batch like any job."""
+        return await self._await(fn, args, alone=self._postgres)
 
     async def run_once(self, fn: Callable[..., _T], *args: Any) -> _T:
         """`run` for code that must run exactly once: in a transaction of its own."""
@@ -407,7 +414,7 @@ class Database:
     def _transaction(self, batch: list[_Job]) -> Any:
         """The batch's transaction: a snapshot for a PostgreSQL read (`read`; a batch is one
         job there), else `write()`."""
-        if batch[0].reads and isinstance(self.peewee, peewee.PostgresqlDatabase):
+        if batch[0].reads and self._postgres:
             # peewee writes `BEGIN TRANSACTION ISOLATION LEVEL <this>`: one statement, no
             # round trip more than the BEGIN it sends anyway.
             return self.peewee.atomic(isolation_level=READ_SNAPSHOT)

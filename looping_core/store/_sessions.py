@@ -22,6 +22,8 @@ from looping_core.store._rows import StoreBase, new_id, now_us
 __all__ = ["SessionStore"]
 
 _APPEND_TRIES = 3
+_ROWS_PER_INSERT = 100
+"""Messages one INSERT of an append carries at most (SQLite caps the values of a statement)."""
 
 
 class SessionStore(StoreBase):
@@ -61,19 +63,28 @@ class SessionStore(StoreBase):
         with self._db.write():
             session_id = self._session_id(session, create=True, lock=True)
             assert session_id is not None
-            (last,) = self._sql(
-                "SELECT MAX(position) FROM session_messages WHERE session_id = ?", (session_id,)
+            # Read before writing, under the session's lock (or SQLite's one writer): nothing
+            # else adds to the session meanwhile, so its length after is this count plus ours.
+            last, count = self._sql(
+                "SELECT MAX(position), COUNT(*) FROM session_messages WHERE session_id = ?",
+                (session_id,),
             ).fetchone()
-            position = -1 if last is None else int(last)
+            if not messages:
+                return int(count)
+            first = 0 if last is None else int(last) + 1
             stamp = now_us()
-            for message in messages:
-                position += 1
+            rows = [
+                (session_id, first + index, encode(message).decode("utf-8"), task_id, turn, stamp)
+                for index, message in enumerate(messages)
+            ]
+            for start in range(0, len(rows), _ROWS_PER_INSERT):
+                chunk = rows[start : start + _ROWS_PER_INSERT]
                 self._sql(
                     "INSERT INTO session_messages (session_id, position, body, task_id, turn,"
-                    " created_ts) VALUES (?, ?, ?, ?, ?, ?)",
-                    (session_id, position, encode(message).decode("utf-8"), task_id, turn, stamp),
+                    " created_ts) VALUES " + ", ".join("(?, ?, ?, ?, ?, ?)" for _ in chunk),
+                    [value for row in chunk for value in row],
                 )
-            return self._length(session_id)
+            return int(count) + len(rows)
 
     async def history(self, session: SessionRef) -> list[Message]:
         """The session's messages in order (empty for a session that has none yet)."""
@@ -167,9 +178,3 @@ class SessionStore(StoreBase):
             (session_id, *scope, now_us()),
         )
         return session_id
-
-    def _length(self, session_id: str) -> int:
-        (count,) = self._sql(
-            "SELECT COUNT(*) FROM session_messages WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        return int(count)

@@ -224,7 +224,7 @@ class Turns(GuardedChanges):
             ).fetchall()
             return [from_wire(json.loads(body), Message) for (body,) in rows]
 
-        return await self._db.run(query)
+        return await self._db.query(query)  # asked between a turn's steps: one round trip
 
     async def next_turn(
         self,

@@ -45,6 +45,20 @@ async def test_messages_come_back_in_order_exactly_as_stored(sessions: SessionSt
     assert await sessions.history(SESSION) == turn
 
 
+async def test_an_append_of_many_messages_keeps_their_order_and_counts_them(
+    sessions: SessionStore,
+) -> None:
+    """More messages than one INSERT carries, after a compaction left positions with a gap:
+    the length is the messages there, and the new ones follow the last."""
+    assert await sessions.append(SESSION, [said(f"m{n}") for n in range(3)]) == 3
+    removed = await sessions.displace(SESSION, 2, [said("summary")])  # 3 -> 2 messages
+    assert removed == [said("m0"), said("m1")]
+    many = [said(f"n{n}") for n in range(250)]
+    assert await sessions.append(SESSION, many, task_id="t", turn="u") == 252
+    assert await sessions.append(SESSION, []) == 252
+    assert await sessions.history(SESSION) == [said("summary"), said("m2"), *many]
+
+
 async def test_a_session_is_the_callers_and_the_contexts_own(sessions: SessionStore) -> None:
     await sessions.append(SESSION, [said("mine")])
     others = [
