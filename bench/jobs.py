@@ -2,7 +2,7 @@
 killed worker's turns take to run again.
 
     python bench/jobs.py [--turns 2000] [--workers 1,2,4] [--concurrency 32] [--rounds 1]
-                         [--json results.json]
+                         [--connections N] [--json results.json]
 
 Starts a throwaway PostgreSQL server on this machine, one `looping serve` that only accepts
 turns (`[runner] serve_runs_jobs = false`), and `looping worker` processes that run them. For
@@ -91,11 +91,21 @@ skills = [{ id = "s", name = "Sleep", description = "Sleeps.", tags = ["sleep"] 
 """
 
 
-def write_config(folder: Path, port: int, gateway: FakeGateway, store: str, slots: int) -> Path:
+def write_config(
+    folder: Path,
+    port: int,
+    gateway: FakeGateway,
+    store: str,
+    slots: int,
+    *,
+    connections: int | None = None,
+) -> Path:
     config = folder / "looping.toml"
+    store_section = "[store]\n" + (f"connections = {connections}\n" if connections else "")
     config.write_text(
         (ROOT / "examples" / "looping.toml").read_text()
         .replace("[server]\n", "[server]\naccess_log = false\n")
+        .replace("[store]\n", store_section)
         .replace("port = 8080", f"port = {port}")
         .replace("http://127.0.0.1:8080", f"http://127.0.0.1:{port}")
         .replace('"http://127.0.0.1:9000"', json.dumps(gateway.origin))
@@ -245,7 +255,7 @@ async def throughput(args: argparse.Namespace, workers: int) -> Run:
         async with FakeGateway() as gateway:
             gateway.verify_pushes = False  # the load side must not spend CPU on verifying
             port = unused_port()
-            config = write_config(folder, port, gateway, store, 16)
+            config = write_config(folder, port, gateway, store, 16, connections=args.connections)
             processes = [start("serve", config, folder / "edge.log")]
             try:
                 await until_logged(folder / "edge.log", "serving http", processes[0])
@@ -328,6 +338,10 @@ async def main() -> None:
     parser.add_argument("--workers", default="1,2,4", help="worker process counts")
     parser.add_argument("--concurrency", type=int, default=32, help="calls at once")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument(
+        "--connections", type=int, metavar="N",
+        help="[store] connections of every process (default: the store's, 8)",
+    )  # fmt: skip
     parser.add_argument(
         "--statements", type=int, default=0, metavar="N",
         help="also print the N costliest statements of each run, per completed turn",
