@@ -277,6 +277,7 @@ def check_observability(observability: ObservabilityConfig, server: ServerConfig
 
 
 MAX_STORE_CONNECTIONS = 64
+"""The most `[store] connections`: a process's store threads, each holding one connection."""
 
 
 def check_store(store: StoreConfig) -> list[str]:

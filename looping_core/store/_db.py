@@ -198,6 +198,8 @@ class Database:
     def __init__(self, database: peewee.Database, *, connections: int | None = None) -> None:
         """`connections`: PostgreSQL's threads, each with its connection (`[store]
         connections`; none: `POSTGRES_THREADS`); SQLite has one."""
+        if connections is not None and connections < 1:
+            raise ValueError(f"a store needs at least one connection, not {connections}")
         self.peewee = database
         self._param: str = database.param
         self._statements: dict[str, str] = {}

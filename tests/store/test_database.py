@@ -431,6 +431,8 @@ async def test_postgresql_runs_jobs_on_as_many_connections_as_configured(
 
 
 async def test_sqlite_keeps_one_writer_whatever_connections_says(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least one connection, not 0"):
+        Database.from_url(f"sqlite:///{tmp_path / 'none.db'}", connections=0)
     database = Database.from_url(f"sqlite:///{tmp_path / 'one.db'}", connections=4)
     try:
         names = await asyncio.gather(
