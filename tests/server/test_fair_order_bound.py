@@ -12,23 +12,16 @@ description = "Counts words."
 skills = [{ id = "count", name = "Count", description = "Counts.", tags = ["text"] }]
 """
 
-TENANTS = f"""
-[tenants.words]
-agent = "looping_plugins_example:WordCountAgent"
-[tenants.words.card]
-{CARD}
-[tenants.words.limits]
-caller_turns = 2
-tenant_turns = 7
 
-[tenants.free]
-agent = "looping_plugins_example:WordCountAgent"
-[tenants.free.card]
-{CARD}
-[tenants.free.limits]
-caller_turns = 0
-tenant_turns = 0
-"""
+def tenant(name: str, caller_turns: int, tenant_turns: int) -> str:
+    return (
+        f'[tenants.{name}]\nagent = "looping_plugins_example:WordCountAgent"\n'
+        f"[tenants.{name}.card]\n{CARD}\n"
+        f"[tenants.{name}.limits]\ncaller_turns = {caller_turns}\ntenant_turns = {tenant_turns}\n"
+    )
+
+
+TENANTS = tenant("words", 2, 7) + tenant("free", 0, 0)
 
 
 def test_the_job_engine_counts_a_tenant_without_a_limit_as_far_as_the_default_limit() -> None:
