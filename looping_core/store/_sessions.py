@@ -92,15 +92,16 @@ class SessionStore(StoreBase):
 
     async def entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
         """The session's messages in order, each with the turn that added it (its messageId)."""
-        return await self._db.run(self._entries, session)
+        return await self._db.query(self._entries, session)  # one statement
 
     def _entries(self, session: SessionRef) -> list[tuple[Message, str | None]]:
-        session_id = self._session_id(session, create=False)
-        if session_id is None:
-            return []
+        caller = session.caller
         rows = self._sql(
-            "SELECT body, turn FROM session_messages WHERE session_id = ? ORDER BY position",
-            (session_id,),
+            "SELECT m.body, m.turn FROM sessions s"
+            " JOIN session_messages m ON m.session_id = s.id"
+            " WHERE s.tenant = ? AND s.issuer = ? AND s.subject = ? AND s.context_id = ?"
+            " ORDER BY m.position",
+            (caller.tenant, caller.issuer, caller.subject, session.context_id),
         ).fetchall()
         return [(decode_message(body), turn) for body, turn in rows]
 
