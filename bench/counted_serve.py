@@ -3,10 +3,15 @@ statement counter; nothing of it is in looping-core).
 
     python bench/counted_serve.py <file> serve --config looping.toml
 
-Every statement SQLite runs (BEGIN, SAVEPOINT, COMMIT included) is counted by its first word
-(`INSERT`, `UPDATE`, ...). On SIGUSR1 each process (the supervisor and every forked worker)
-writes its counts to `<file>.<pid>` as JSON; bench/send_message.py signals before and after a
-level and sums the differences.
+Every statement peewee sends to SQLite (BEGIN, SAVEPOINT, COMMIT included; looping-core sends
+all of its statements through peewee) is counted by its first word (`INSERT`, `UPDATE`, ...), in
+Python before the statement runs. Not with SQLite's trace callback: that one runs inside the
+statement, on the store's thread, which must then take the GIL back from the event loop for
+every statement, and the benchmark would measure its own counter in the server's CPU.
+
+On SIGUSR1 each process (the supervisor and every forked worker) writes its counts to
+`<file>.<pid>` as JSON; bench/send_message.py signals before and after a level and sums the
+differences.
 """
 
 from __future__ import annotations
@@ -15,7 +20,6 @@ import collections
 import json
 import os
 import signal
-import sqlite3
 import sys
 from pathlib import Path
 from types import FrameType
@@ -33,12 +37,15 @@ def count(statement: str) -> None:
     COUNTS[words[0].upper() if words else "?"] += 1
 
 
-def counting_hooks(original: Any) -> Any:
-    def add_conn_hooks(self: peewee.SqliteDatabase, conn: sqlite3.Connection) -> None:
-        original(self, conn)
-        conn.set_trace_callback(count)
+def counting(original: Any, statement: str | None = None) -> Any:
+    """`original` (a peewee.Database method), counting the statement it sends: its first
+    argument's, or `statement` (BEGIN, COMMIT, ROLLBACK)."""
 
-    return add_conn_hooks
+    def counted(self: peewee.Database, *args: Any, **kwargs: Any) -> Any:
+        count(statement or args[0])
+        return original(self, *args, **kwargs)
+
+    return counted
 
 
 def dump(target: Path) -> Any:
@@ -51,8 +58,10 @@ def dump(target: Path) -> Any:
 
 if __name__ == "__main__":
     target = Path(sys.argv[1])
-    peewee.SqliteDatabase._add_conn_hooks = counting_hooks(  # type: ignore[method-assign]
-        peewee.SqliteDatabase._add_conn_hooks
-    )
+    sqlite = peewee.SqliteDatabase
+    sqlite.execute_sql = counting(sqlite.execute_sql)  # type: ignore[method-assign]
+    sqlite.begin = counting(sqlite.begin, "BEGIN")  # type: ignore[method-assign]
+    sqlite.commit = counting(sqlite.commit, "COMMIT")  # type: ignore[method-assign]
+    sqlite.rollback = counting(sqlite.rollback, "ROLLBACK")  # type: ignore[method-assign]
     signal.signal(signal.SIGUSR1, dump(target))
     main(args=sys.argv[2:], prog_name="looping")

@@ -2,7 +2,7 @@
 
     python bench/send_message.py [--seconds 5] [--levels 1,16,64] [--workers 1,2] [--rounds 3]
                                  [--bindings jsonrpc,grpc] [--push] [--metrics]
-                                 [--store sqlite|postgres] [--python-load] [--floor]
+                                 [--store sqlite|postgres] [--python-load] [--lean] [--floor]
                                  [--profile FOLDER] [--json results.json]
 
 Starts `looping serve` on the embedded store (SQLite WAL in a temporary folder) with the example
@@ -28,10 +28,13 @@ Both servers get the same request: `returnImmediately: true` and no push config 
 sends no pushes). `--push` adds an inline push config to looping-core's requests, so each result
 is also signed and pushed to a receiver in this process: more work on our side only.
 `--metrics` makes looping-core record its Prometheus metrics (`[observability] metrics_port`).
-`--floor` measures the floor under one SendMessage (bench/floor.py: a token check, a bare HTTP
-exchange, a turn's SQLite statements) in the same run, and prints the server's CPU per request
-over it. `--profile FOLDER` runs the server under cProfile (bench/profiled_serve.py) and writes
-its stats there: where the time goes, not how much (cProfile slows every call).
+`--lean` also drives the lean reference server (bench/lean_server.py: the least a durable,
+authenticated SendMessage server of this design does, written straight down) in every round and
+prints looping-core's CPU per request over its. `--floor` measures the floor under one
+SendMessage (bench/floor.py: a token check, a bare HTTP exchange, a turn's SQLite statements) in
+the same run, and prints the server's CPU per request over it. `--profile FOLDER` runs the
+server under cProfile (bench/profiled_serve.py) and writes its stats there: where the time goes,
+not how much (cProfile slows every call).
 `--store postgres` runs looping-core on a throwaway PostgreSQL server on this machine (sharing
 its CPUs), where every turn is a job of the job engine that the server processes also run;
 bench/jobs.py measures the engine's completed turns/s and recovery on their own.
@@ -43,6 +46,8 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import functools
+import itertools
 import json
 import os
 import shutil
@@ -423,23 +428,7 @@ async def _bench_looping(
         stderr=subprocess.DEVNULL,
     )
     endpoint = f"http://127.0.0.1:{port}/a2a"
-    minted = 0
-
-    def minter(audience: str) -> Callable[[int], Path]:
-        def mint(seconds: int) -> Path:
-            """One token per request the run can send: `--max-rate` requests/s for `seconds`."""
-            nonlocal minted
-            minted += 1
-            path = folder / f"tokens-{minted}"
-            count = seconds * args.max_rate
-            tokens = (
-                gateway.token(tenant="words", aud=audience, lifetime=900) for _ in range(count)
-            )
-            path.write_text("\n".join(tokens) + "\n")
-            return path
-
-        return mint
-
+    minter = functools.partial(token_minter, gateway, folder, args.max_rate)
     push = gateway.push_config() if args.push else None
     try:
         await wait_ready(endpoint, server)
@@ -462,6 +451,52 @@ async def _bench_looping(
                 statements=counts,
             )  # fmt: skip
         return series
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+LEAN = "lean reference"
+"""The lean reference server's name in the results (`--lean`)."""
+
+
+def token_minter(
+    gateway: FakeGateway, folder: Path, max_rate: int, audience: str
+) -> Callable[[int], Path]:
+    """Mints, for each level, one token per request it can send (`max_rate` requests/s for its
+    seconds), each for `audience` and tenant `words`, into a file of its own in `folder`."""
+    files = itertools.count(1)
+
+    def mint(seconds: int) -> Path:
+        path = folder / f"tokens-{audience.rsplit(':', 1)[-1].replace('/', '-')}-{next(files)}"
+        count = seconds * max_rate
+        tokens = (gateway.token(tenant="words", aud=audience, lifetime=900) for _ in range(count))
+        path.write_text("\n".join(tokens) + "\n")
+        return path
+
+    return mint
+
+
+async def bench_lean(
+    gateway: FakeGateway, args: argparse.Namespace, load: Load, folder: Path
+) -> Measured:
+    """The lean reference server (bench/lean_server.py) on SQLite, with the same requests."""
+    port = unused_port()
+    folder = folder / "lean"
+    folder.mkdir()
+    endpoint = f"http://127.0.0.1:{port}/a2a"
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "lean_server.py"), str(port), endpoint, gateway.origin,
+         str(folder / "lean.db")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        await wait_ready(endpoint, server)
+        return await run_levels(
+            "lean reference", server, Request(endpoint, "words", None), load,
+            levels=args.levels, seconds=args.seconds,
+            mint=token_minter(gateway, folder, args.max_rate, endpoint),
+        )  # fmt: skip
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -501,7 +536,7 @@ def integers(text: str) -> list[int]:
     return [int(item) for item in text.split(",")]
 
 
-async def main() -> None:
+def arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=5, help="seconds per level")
     parser.add_argument("--levels", type=integers, default=[1, 16, 64], help="concurrency levels")
@@ -542,6 +577,12 @@ async def main() -> None:
         "--rounds", type=int, default=3, help="measure every server this often; report medians"
     )
     parser.add_argument(
+        "--lean",
+        action="store_true",
+        help="also measure the lean reference server (bench/lean_server.py: the least a server"
+        " of this design does) with the same requests, JSON-RPC on SQLite",
+    )
+    parser.add_argument(
         "--floor",
         action="store_true",
         help="also measure the floor (bench/floor.py) in this run and print the server's CPU"
@@ -556,7 +597,11 @@ async def main() -> None:
     parser.add_argument(
         "--json", type=Path, help="also write the medians here (bench/report.py renders them)"
     )
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+async def main() -> None:
+    args = arguments()
     load: Load = python_load if args.python_load or not shutil.which("wrk") else wrk_load
     driver = "wrk, 1 thread" if load is wrk_load else "aiohttp in the benchmark process"
     push = "a push config (looping-core)" if args.push else "no push config"
@@ -578,6 +623,9 @@ async def main() -> None:
                     results = await bench_looping(gateway, workers, args, load, Path(folder))
                     for name, result in results.items():
                         runs.setdefault(name, []).append(result)
+                if args.lean:
+                    lean = await bench_lean(gateway, args, load, Path(folder))
+                    runs.setdefault(LEAN, []).append(lean)
         if "jsonrpc" in args.bindings:
             runs.setdefault("a2a-sdk", []).append(await bench_sdk(args, load))
         if "grpc" in args.bindings:
@@ -595,11 +643,13 @@ async def main() -> None:
                 for workers in args.workers
             )
             print(f"{binding:<8} c={level:<3} {peer} {sdk:5.0f}   looping-core {ours}")
+    if LEAN in medians:
+        print_over_lean(args, medians)
     if args.floor:
         print_over_floor(args, medians, await floor_parts(args))
     if args.json:
         series = {
-            (name if name.startswith("a2a-sdk") else f"looping-core, {name}"): points
+            (name if name.startswith(("a2a-sdk", LEAN)) else f"looping-core, {name}"): points
             for name, points in medians.items()
         }
         write_results(args.json, "send_message", series, store=args.store, push=args.push,
@@ -627,7 +677,23 @@ def print_over_floor(
             f" {medians[plural(workers)][level]['cpu_ms'] / floor_ms:4.2f}x"
             for workers in args.workers
         )
+        if LEAN in medians:
+            lean = medians[LEAN][level]["cpu_ms"]
+            ours += f"   lean reference {lean:5.3f} ms = {lean / floor_ms:4.2f}x"
         print(f"c={level:<3} {ours}")
+
+
+def print_over_lean(args: argparse.Namespace, medians: dict[str, Measured]) -> None:
+    """The median server CPU per request of each level, looping-core's over the lean server's."""
+    print("\nserver CPU per request: looping-core / the lean reference server, JSON-RPC")
+    for level in args.levels:
+        lean = medians[LEAN][level]["cpu_ms"]
+        ours = "   ".join(
+            f"{plural(workers)} {medians[plural(workers)][level]['cpu_ms']:5.3f} ms ="
+            f" {medians[plural(workers)][level]['cpu_ms'] / lean:4.2f}x"
+            for workers in args.workers
+        )
+        print(f"c={level:<3} lean {lean:5.3f} ms   {ours}")
 
 
 def median_of(runs: list[Measured]) -> Measured:
