@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -209,6 +210,34 @@ def floor_table(results: Results) -> str:
     return "\n".join(lines) + "\n"
 
 
+def lean_table(results: Results) -> str:
+    """The servers of one run at c=16 against the floor and the lean reference server."""
+    series: dict[str, dict[str, dict[str, float]]] = results["series"]
+    floor, lean = results["floor_ms"], series["lean reference"]["16"]["cpu_ms"]
+    lines = [
+        _row(["server", "requests/s", "CPU per request", "of it, event loop / other threads",
+              "over the floor", "over the lean reference (round by round)"]),
+        _row(["---"] * 6),
+        _row(["the floor (bench/floor.py, in the same run)", "", f"{floor:.3f} ms", "", "1.00x",
+              ""]),
+    ]  # fmt: skip
+    for name, points in series.items():
+        point = points["16"]
+        rounds = results.get("cpu_over_lean", {}).get(name, {}).get("16", [])
+        # The median of the rounds' own ratios where the run kept them (the servers ran back to
+        # back in each round), else the ratio of the medians.
+        over_lean = (
+            f"{statistics.median(rounds):.2f}x ({', '.join(f'{r:.2f}x' for r in rounds)})"
+            if rounds else f"{point['cpu_ms'] / lean:.2f}x"
+        )  # fmt: skip
+        lines.append(_row([
+            name, _grouped(point["rps"]), f"{point['cpu_ms']:.3f} ms",
+            f"{point['loop_cpu_ms']:.2f} / {point['other_cpu_ms']:.2f} ms",
+            f"{point['cpu_ms'] / floor:.2f}x", over_lean,
+        ]))  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def store_turns_table(results: Results) -> str:
     lines = [
         _row(["task and context ids", "store thread CPU per turn", "event loop CPU per turn",
@@ -232,6 +261,7 @@ TABLES: dict[str, Callable[[Results], str]] = {
     "jobs": jobs_table,
     "delegation": delegation_table,
     "floor": floor_table,
+    "send_message_lean": lean_table,
     "store_turns": store_turns_table,
 }
 

@@ -643,17 +643,26 @@ async def main() -> None:
                 for workers in args.workers
             )
             print(f"{binding:<8} c={level:<3} {peer} {sdk:5.0f}   looping-core {ours}")
-    if LEAN in medians:
-        print_over_lean(args, medians)
+    extra: dict[str, object] = {}
+    if LEAN in runs:
+        ratios = over_lean(args, runs)
+        print_over_lean(args, medians, ratios)
+        extra["cpu_over_lean"] = {
+            f"looping-core, {name}": {str(level): [round(r, 3) for r in each]
+                                      for level, each in by_level.items()}
+            for name, by_level in ratios.items()
+        }  # fmt: skip
     if args.floor:
-        print_over_floor(args, medians, await floor_parts(args))
+        parts = await floor_parts(args)
+        print_over_floor(args, medians, parts)
+        extra["floor_ms"] = round(parts["floor"] * 1000, 3)
     if args.json:
         series = {
             (name if name.startswith(("a2a-sdk", LEAN)) else f"looping-core, {name}"): points
             for name, points in medians.items()
         }
         write_results(args.json, "send_message", series, store=args.store, push=args.push,
-                      seconds=args.seconds, rounds=args.rounds)  # fmt: skip
+                      seconds=args.seconds, rounds=args.rounds, **extra)  # fmt: skip
 
 
 async def floor_parts(args: argparse.Namespace) -> dict[str, float]:
@@ -683,17 +692,37 @@ def print_over_floor(
         print(f"c={level:<3} {ours}")
 
 
-def print_over_lean(args: argparse.Namespace, medians: dict[str, Measured]) -> None:
-    """The median server CPU per request of each level, looping-core's over the lean server's."""
+def over_lean(
+    args: argparse.Namespace, runs: dict[str, list[Measured]]
+) -> dict[str, dict[int, list[float]]]:
+    """Each looping-core server's CPU per request over the lean server's, round by round (the
+    two ran one after the other in each round, so a slow spell of the machine hits both)."""
+    return {
+        plural(workers): {
+            level: [
+                ours[level]["cpu_ms"] / lean[level]["cpu_ms"]
+                for ours, lean in zip(runs[plural(workers)], runs[LEAN], strict=True)
+            ]
+            for level in args.levels
+        }
+        for workers in args.workers
+    }
+
+
+def print_over_lean(
+    args: argparse.Namespace,
+    medians: dict[str, Measured],
+    ratios: dict[str, dict[int, list[float]]],
+) -> None:
     print("\nserver CPU per request: looping-core / the lean reference server, JSON-RPC")
     for level in args.levels:
-        lean = medians[LEAN][level]["cpu_ms"]
-        ours = "   ".join(
-            f"{plural(workers)} {medians[plural(workers)][level]['cpu_ms']:5.3f} ms ="
-            f" {medians[plural(workers)][level]['cpu_ms'] / lean:4.2f}x"
-            for workers in args.workers
-        )
-        print(f"c={level:<3} lean {lean:5.3f} ms   {ours}")
+        for name, by_level in ratios.items():
+            each = ", ".join(f"{ratio:.2f}x" for ratio in by_level[level])
+            print(
+                f"c={level:<3} {name}: {medians[name][level]['cpu_ms']:5.3f} ms against"
+                f" {medians[LEAN][level]['cpu_ms']:5.3f} ms; round by round {each}"
+                f" (median {statistics.median(by_level[level]):.2f}x)"
+            )
 
 
 def median_of(runs: list[Measured]) -> Measured:
