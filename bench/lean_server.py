@@ -13,10 +13,10 @@ of its own in group commits (the event loop never waits on SQLite) before the an
 encoded from the models, then the turn: its words counted, its end (state, artifact, events)
 written the same way, and one log line.
 
-Left out, and each a part of what `looping serve` does besides: the limits and the budget's
-read, the plugin host and the agent seam, the runner's slots and supervision, request ids,
-metrics and tracing hooks, the refusal of every other method and of bad input with its own error,
-pushes. What `looping serve` spends over this server is the price of those; what this server
+Left out, and each a part of what `looping serve` does besides: the limits and their count of
+unsettled turns, the plugin host and the agent seam, the runner's slots and supervision, request
+ids, metrics and tracing hooks, the refusal of every other method and of bad input with its own
+error, pushes. What `looping serve` spends over this server is the price of those; what this server
 spends over the floor is the glue no server of the design avoids. Not a server to run: a
 measuring stick.
 """
