@@ -181,7 +181,10 @@ class AgentHarness(Startable):
             await self.gateway.start()
         self.port = unused_port()
         if self._grpc:
+            # Neither port is bound yet, so the kernel may offer the same one twice.
             self.grpc_port = unused_port()
+            while self.grpc_port == self.port:
+                self.grpc_port = unused_port()
         self.config = parse_config(self._toml(), source="<harness>")
         environ = {_KEY_VARIABLE: json.dumps(self.signing_jwk)}
         models = {self.tenant: self.models} if self.models else None

@@ -10,12 +10,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from looping_core.agent import AgentContext, LoopingAgent, StreamEnd, TurnInput
 from looping_core.config import Config
 from looping_core.content import TextBlock, TextChunk, ToolUseChunk, Usage, UserMessage
 from looping_core.contract import Identity
 from looping_core.plugins import PluginHost
-from looping_core.testing import AgentHarness, MemorySession, ScriptedModel
+from looping_core.testing import AgentHarness, MemorySession, ScriptedModel, _harness
+
+from support.ports import unused_port
 
 
 def call(call_id: str, name: str, arguments: str) -> list[Any]:
@@ -105,3 +109,16 @@ def test_without_pytest_asyncio_the_fixtures_say_what_to_install(tmp_path: Path)
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     assert "needs pytest-asyncio: pip install pytest-asyncio" in result.stdout
+
+
+async def test_the_grpc_port_is_never_the_http_port(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Neither port is bound while both are chosen, so the kernel may offer one twice: the
+    harness then asks again instead of configuring both listeners on one port."""
+    first, second = unused_port(), unused_port()
+    offered = iter([first, first, second])
+    monkeypatch.setattr(_harness, "unused_port", lambda: next(offered))
+    agent = "looping_plugins_example.agent:WordCountAgent"
+    async with AgentHarness(agent, grpc=True) as harness:
+        assert (harness.port, harness.grpc_port) == (first, second)
+        task = await harness.send("one two")
+        assert (await harness.result(task))["artifacts"][0]["parts"] == [{"text": "2"}]
