@@ -25,16 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime
 import json
 import logging
 import queue
-import secrets
 import sqlite3
 import sys
 import threading
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +53,8 @@ from looping_core.a2a import (
     to_wire,
 )
 from looping_core.a2a.internal import JwksCache, SendMessageRequest, check_gateway_token
-from looping_core.store.internal import Database, upgrade
+from looping_core.store._rows import new_id, timestamp  # the store's own ids and times
+from looping_core.store.internal import Database, now_us, upgrade
 
 log = logging.getLogger("lean")
 COMPACT = json.JSONEncoder(separators=(",", ":"))
@@ -82,17 +79,6 @@ ARTIFACT = (
     " ON CONFLICT (task_id, artifact_id) DO UPDATE SET body = excluded.body"
 )
 WORKING = TaskState.TASK_STATE_WORKING.value
-
-
-def new_id() -> str:
-    """A UUID version 7, as the store's ids (they grow with time: cheaper to index)."""
-    value = time.time_ns() // 1_000_000 << 80 | int.from_bytes(secrets.token_bytes(10), "big")
-    value = value & ~(0xF << 76) | 0x7 << 76  # version 7
-    return str(uuid.UUID(int=value & ~(0x3 << 62) | 0x2 << 62))  # the RFC 9562 variant
-
-
-def stamp_of(us: int) -> datetime.datetime:
-    return datetime.datetime.fromtimestamp(us / 1_000_000, datetime.UTC)
 
 
 def encode(value: Any) -> str:
@@ -141,7 +127,7 @@ def _settle(futures: list[asyncio.Future[Any]], results: list[tuple[Any, Any]]) 
 
 def accept(db: sqlite3.Connection, owner: tuple[str, str, str], task: Task) -> bool:
     """The new task and its message, and its turn begun (WORKING), once per messageId."""
-    message, us = task.history[0], time.time_ns() // 1000
+    message, us = task.history[0], now_us()
     written = db.execute(
         ACCEPT, (task.id, *owner, task.context_id, WORKING, us, us, message.message_id,
                  *owner, message.message_id),
@@ -149,7 +135,7 @@ def accept(db: sqlite3.Connection, owner: tuple[str, str, str], task: Task) -> b
     if written != 1:
         return False
     db.execute(MESSAGE, (task.id, *owner, message.message_id, encode(message)))
-    status = TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=stamp_of(us))
+    status = TaskStatus(state=TaskState.TASK_STATE_WORKING, timestamp=timestamp(us))
     event = TaskStatusUpdateEvent(task_id=task.id, context_id=task.context_id, status=status)
     db.execute(EVENT, (task.id, 1, encode(StreamResponse(status_update=event)), us))
     return True
@@ -157,14 +143,14 @@ def accept(db: sqlite3.Connection, owner: tuple[str, str, str], task: Task) -> b
 
 def end(db: sqlite3.Connection, task: Task, artifact: Artifact) -> None:
     """The turn's end: COMPLETED, its artifact, and their two events."""
-    us = time.time_ns() // 1000
+    us = now_us()
     state = TaskState.TASK_STATE_COMPLETED
     (seq,) = db.execute(END, (state.value, us, task.id, WORKING)).fetchone()
     db.execute(ARTIFACT, (task.id, artifact.artifact_id, encode(artifact)))
     update = TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id, artifact=artifact)
     status = TaskStatusUpdateEvent(
         task_id=task.id, context_id=task.context_id,
-        status=TaskStatus(state=state, timestamp=stamp_of(us)),
+        status=TaskStatus(state=state, timestamp=timestamp(us)),
     )  # fmt: skip
     db.execute(EVENT, (task.id, seq - 1, encode(StreamResponse(artifact_update=update)), us))
     db.execute(EVENT, (task.id, seq, encode(StreamResponse(status_update=status)), us))
@@ -204,10 +190,10 @@ def make_app(endpoint: str, origin: str, database: str) -> web.Application:
             raise web.HTTPUnauthorized() from None
         caller = verified.identity
         owner = (caller.tenant, caller.issuer, caller.subject)
-        task_id, us = new_id(), time.time_ns() // 1000
+        task_id, us = new_id(), now_us()
         context_id = params.message.context_id or new_id()
         message = attrs.evolve(params.message, task_id=task_id, context_id=context_id)
-        status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=stamp_of(us))
+        status = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(us))
         task = Task(id=task_id, context_id=context_id, status=status, history=(message,))
         if not await request.app["writer"].run(accept, owner, task):
             raise web.HTTPConflict()  # a duplicate: the benchmark never sends one
